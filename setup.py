@@ -1,0 +1,26 @@
+"""Installs the agent library: packages `agents`, `networks`, `replay`, `launch`.
+
+The stack is pinned because dm-reverb 0.14.0 is built against TensorFlow 2.15.
+Reverb is required *without* its `[tensorflow]` extra (that extra pins TF 2.14).
+"""
+from setuptools import find_packages, setup
+
+setup(
+    name="reverb-agents",
+    version="0.1.0",
+    description="IMPALA/CLEAR, ACER and SAC on TensorFlow 2, Sonnet and one Reverb server.",
+    python_requires=">=3.9,<3.12",
+    packages=find_packages(include=["agents*", "networks*", "replay*", "launch*"]),
+    install_requires=[
+        "tensorflow==2.15.1",
+        "dm-reverb==0.14.0",
+        "tensorflow-probability==0.23.0",
+        "dm-sonnet==2.0.2",
+        "gymnasium>=1.0,<2",
+        "numpy<2",
+        "absl-py",
+    ],
+    extras_require={
+        "test": ["pytest>=7"],
+    },
+)
