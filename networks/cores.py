@@ -1,0 +1,114 @@
+"""The actor-critic core: torso -> [prev action, prev reward] -> LSTM -> heads.
+
+One module serves the actors (`__call__`, one step for a batch of
+environments) and the learner (`unroll`, `[T, B]` sequences). Both reset the
+recurrent state, and zero the previous action and reward, wherever `first` is
+true, so an episode may start anywhere inside a sequence. With
+`lstm_size=0` the core is feed-forward with the same interface; its state is
+an empty tuple.
+"""
+
+from typing import Any, NamedTuple, Optional, Sequence, Tuple
+
+import gymnasium as gym
+import sonnet as snt
+import tensorflow as tf
+
+from networks.distributions import ActionSpace
+from networks.observations import ObservationTorso
+
+
+class CoreInputs(NamedTuple):
+    """What the core sees at one step; leading dims `[B]` (step) or `[T, B]` (unroll)."""
+    observation: Any  # nest of [..., *obs_shape]
+    prev_action: Tuple[tf.Tensor, ...]  # per action leaf: [...] or [..., d]
+    prev_reward: tf.Tensor  # [...]
+    first: tf.Tensor  # [...] bool: a new episode starts here
+
+
+class AgentOutput(NamedTuple):
+    policy_params: Tuple[tf.Tensor, ...]  # per action leaf: [..., param_size]
+    baseline: tf.Tensor  # [...]
+
+
+def _merge(x: tf.Tensor) -> tf.Tensor:
+    """[T, B, ...] -> [T * B, ...]."""
+    return tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0))
+
+
+def _split(x: tf.Tensor, t_b: tf.Tensor) -> tf.Tensor:
+    """[T * B, ...] -> [T, B, ...]."""
+    return tf.reshape(x, tf.concat([t_b, tf.shape(x)[1:]], 0))
+
+
+class ActorCriticCore(snt.RNNCore):
+    """Policy and baseline over a recurrent (or feed-forward) state."""
+
+    def __init__(self,
+                 observation_space: gym.Space,
+                 action_space: ActionSpace,
+                 torso: str = 'auto',
+                 hidden_sizes: Sequence[int] = (64, 64),
+                 lstm_size: int = 128,
+                 name: Optional[str] = None):
+        super().__init__(name=name)
+        self._action_space = action_space
+        self._torso = ObservationTorso(observation_space, torso, hidden_sizes)
+        self._lstm = snt.LSTM(lstm_size) if lstm_size > 0 else None
+        self._policy_head = snt.Linear(
+            sum(action_space.param_sizes), w_init=snt.initializers.Orthogonal(0.01),
+            name='policy_head')
+        self._baseline_head = snt.Linear(1, name='baseline_head')
+
+    @property
+    def recurrent(self) -> bool:
+        return self._lstm is not None
+
+    def initial_state(self, batch_size: int, **unused) -> Any:
+        if self._lstm is None:
+            return ()
+        return self._lstm.initial_state(batch_size)
+
+    def _embed(self, inputs: CoreInputs) -> tf.Tensor:
+        """Per-row embedding, `[N, ...]` -> `[N, F + A + 1]`."""
+        keep = 1.0 - tf.cast(inputs.first, tf.float32)[:, None]
+        features = self._torso(inputs.observation)
+        prev_action = self._action_space.encode(inputs.prev_action) * keep
+        prev_reward = tf.cast(inputs.prev_reward, tf.float32)[:, None] * keep
+        return tf.concat([features, prev_action, prev_reward], -1)
+
+    def _heads(self, x: tf.Tensor) -> AgentOutput:
+        params = self._action_space.split_params(self._policy_head(x))
+        return AgentOutput(params, tf.squeeze(self._baseline_head(x), -1))
+
+    def _reset(self, first: tf.Tensor, state: Any) -> Any:
+        initial = self.initial_state(tf.shape(first)[0])
+        return tf.nest.map_structure(
+            lambda s, i: tf.where(first[:, None], i, s), state, initial)
+
+    def __call__(self, inputs: CoreInputs, prev_state: Any) -> Tuple[AgentOutput, Any]:
+        """One step for a batch: inputs `[B, ...]` -> (outputs `[B, ...]`, state)."""
+        x = self._embed(inputs)
+        state = prev_state
+        if self._lstm is not None:
+            x, state = self._lstm(x, self._reset(inputs.first, prev_state))
+        return self._heads(x), state
+
+    def unroll(self, inputs: CoreInputs, initial_state: Any) -> Tuple[AgentOutput, Any]:
+        """Sequences: inputs `[T, B, ...]` (T static) -> (outputs `[T, B, ...]`, final state).
+
+        The torso and heads run once over all `T * B` rows; only the LSTM
+        steps through time.
+        """
+        t_b = tf.shape(inputs.first)[:2]
+        x = self._embed(tf.nest.map_structure(_merge, inputs))  # [T * B, E]
+        state = initial_state
+        if self._lstm is not None:
+            x = _split(x, t_b)  # [T, B, E]
+            outputs = []
+            for t in range(inputs.first.shape[0]):
+                out, state = self._lstm(x[t], self._reset(inputs.first[t], state))
+                outputs.append(out)
+            x = _merge(tf.stack(outputs))  # [T * B, H]
+        out = self._heads(x)
+        return tf.nest.map_structure(lambda y: _split(y, t_b), out), state
