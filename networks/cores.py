@@ -95,7 +95,7 @@ class ActorCriticCore(snt.RNNCore):
         return self._heads(x), state
 
     def unroll(self, inputs: CoreInputs, initial_state: Any) -> Tuple[AgentOutput, Any]:
-        """Sequences: inputs `[T, B, ...]` (T static) -> (outputs `[T, B, ...]`, final state).
+        """Sequences: inputs `[T, B, ...]` -> (outputs `[T, B, ...]`, final state).
 
         The torso and heads run once over all `T * B` rows; only the LSTM
         steps through time.
@@ -105,10 +105,17 @@ class ActorCriticCore(snt.RNNCore):
         state = initial_state
         if self._lstm is not None:
             x = _split(x, t_b)  # [T, B, E]
-            outputs = []
-            for t in range(inputs.first.shape[0]):
+            # A while loop (not a Python loop) keeps the traced graph small:
+            # tracing time no longer grows with T.
+            num_steps = tf.shape(x)[0]
+            outputs = tf.TensorArray(tf.float32, size=num_steps)
+
+            def body(t, state, outputs):
                 out, state = self._lstm(x[t], self._reset(inputs.first[t], state))
-                outputs.append(out)
-            x = _merge(tf.stack(outputs))  # [T * B, H]
+                return t + 1, state, outputs.write(t, out)
+
+            _, state, outputs = tf.while_loop(
+                lambda t, *_: t < num_steps, body, (0, state, outputs))
+            x = _merge(outputs.stack())  # [T * B, H]
         out = self._heads(x)
         return tf.nest.map_structure(lambda y: _split(y, t_b), out), state

@@ -1,0 +1,107 @@
+"""The CLEAR learner: a `tf.Module` with one `@tf.function` step.
+
+The step unrolls the core over a mixed batch (`replay.dataset.Batch`),
+computes V-trace targets, and applies the weighted sum of the losses in
+`agents.clear.losses`. Losses are summed over time and batch as in the seed.
+Placeholder steps (the final observation of an episode, see
+`replay.trajectory`) contribute nothing: their V-trace target is their own
+value and every loss is masked there.
+"""
+
+from typing import Dict
+
+import sonnet as snt
+import tensorflow as tf
+
+from agents import vtrace
+from agents.clear import losses
+from agents.clear.config import CLEARConfig
+from networks.cores import ActorCriticCore, CoreInputs
+from networks.distributions import ActionSpace
+from replay import trajectory
+from replay.dataset import Batch
+
+
+class CLEARLearner(tf.Module):
+    """Owns the core, the optimiser and the counters; `step(batch)` learns."""
+
+    def __init__(self, core: ActorCriticCore, action_space: ActionSpace, config: CLEARConfig):
+        super().__init__(name='clear_learner')
+        self.core = core
+        self.config = config
+        self._action_space = action_space
+        self.optimizer = snt.optimizers.Adam(
+            learning_rate=config.learning_rate, beta1=config.adam_beta1,
+            beta2=config.adam_beta2, epsilon=config.adam_epsilon)
+        self.num_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_steps')
+        # Fresh (non-replayed) environment frames consumed, as in the seed.
+        self.num_env_frames = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                          name='num_env_frames')
+
+    @tf.function
+    def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
+        """One update. Returns scalar metrics (the TensorBoard names)."""
+        config = self.config
+        steps = batch.sequence.steps  # [T + 1, B, ...]
+        inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first)
+        mask_t = trajectory.valid_mask(steps.first)  # [T, B]
+        replayed = tf.cast(batch.replayed, tf.float32)[None, :]  # [1, B]
+        action_t = tf.nest.map_structure(lambda x: x[:-1], steps.action)
+        behaviour_params_t = tf.nest.map_structure(lambda x: x[:-1], steps.behaviour_params)
+
+        with tf.GradientTape() as tape:
+            outputs, _ = self.core.unroll(inputs, batch.sequence.core_state)
+            params_t = tf.nest.map_structure(lambda x: x[:-1], outputs.policy_params)
+            v_t = outputs.baseline[:-1]  # [T, B]
+            bootstrap_value = outputs.baseline[-1]  # [B]
+            log_pi_t = self._action_space.log_prob(params_t, action_t)  # [T, B]
+
+            r_t = losses.clip_rewards(steps.reward[:-1], config.reward_clipping)
+            r_t = r_t * config.reward_scaling
+            discount_t = steps.discount[:-1] * config.discounting
+            # At placeholder steps, r = V and discount = 0 make vs = V and A = 0.
+            r_t = tf.where(mask_t > 0, r_t, tf.stop_gradient(v_t))
+            discount_t = discount_t * mask_t
+            returns = vtrace.from_importance_weights(
+                log_rhos=log_pi_t - steps.behaviour_log_prob[:-1],
+                discounts=discount_t, rewards=r_t, values=v_t,
+                bootstrap_value=bootstrap_value)
+
+            pg = tf.reduce_sum(mask_t * losses.policy_gradient_loss(
+                log_pi_t, returns.pg_advantages, config.clip_advantage))
+            baseline = tf.reduce_sum(mask_t * losses.baseline_loss(returns.vs, v_t))
+            entropy = tf.reduce_sum(mask_t * losses.entropy_loss(
+                self._action_space.entropy(params_t)))
+            cloning_mask_t = mask_t * replayed
+            policy_cloning = tf.reduce_sum(cloning_mask_t * losses.policy_cloning_loss(
+                self._action_space, behaviour_params_t, params_t))
+            value_cloning = tf.reduce_sum(cloning_mask_t * losses.value_cloning_loss(
+                v_t, steps.behaviour_baseline[:-1]))
+            total = (pg + config.baseline_cost * baseline + config.entropy_cost * entropy
+                     + config.policy_cloning_cost * policy_cloning
+                     + config.value_cloning_cost * value_cloning)
+
+        variables = self.core.trainable_variables
+        gradients = tape.gradient(total, variables)
+        grad_norm = tf.linalg.global_norm(gradients)
+        if config.clip_grad_norm:
+            gradients, _ = tf.clip_by_global_norm(gradients, config.clip_grad_norm,
+                                                  use_norm=grad_norm)
+        self.optimizer.apply(gradients, variables)
+        self.num_steps.assign_add(1)
+        fresh_rows = tf.reduce_sum(1.0 - replayed)
+        self.num_env_frames.assign_add(
+            tf.cast(fresh_rows * tf.cast(tf.shape(mask_t)[0], tf.float32), tf.int64))
+        return {
+            'loss/policy_gradient': pg,
+            'loss/baseline': baseline,
+            'loss/entropy': entropy,
+            'loss/policy_cloning': policy_cloning,
+            'loss/value_cloning': value_cloning,
+            'loss/total_loss': total,
+            'grad_norm': grad_norm,
+            'learning_rate': tf.constant(config.learning_rate, tf.float32),
+            'entropy_cost': tf.constant(config.entropy_cost, tf.float32),
+            'mean_rho': tf.reduce_sum(mask_t * tf.exp(log_pi_t - steps.behaviour_log_prob[:-1]))
+                        / tf.maximum(tf.reduce_sum(mask_t), 1.0),
+        }

@@ -1,0 +1,206 @@
+"""One actor loop for every agent.
+
+The actor steps a vector of B environments in lock step with one batched
+`tf.function` policy call per step, buffers steps in numpy and hands them to
+the injected `SequenceWriter`; it pulls weights through the injected
+`VariableFetcher` once per written sequence (off the per-step path). Nothing
+in it loops over environments in Python except episode bookkeeping at
+episode ends.
+"""
+
+import collections
+import threading
+import time
+from typing import Any, Callable, Optional
+
+import gymnasium as gym
+import numpy as np
+import reverb
+import tensorflow as tf
+
+from networks.cores import ActorCriticCore, CoreInputs
+from networks.distributions import ActionSpace
+from networks.observations import observation_spec, to_numpy
+from replay.trajectory import Step
+from replay.variables import VariableFetcher
+from replay.writer import SequenceWriter
+
+
+class EpisodeStats:
+    """Thread-safe record of finished episodes (returns, lengths) and env steps."""
+
+    def __init__(self, window: int = 100):
+        self._lock = threading.Lock()
+        self._returns = collections.deque(maxlen=window)
+        self._lengths = collections.deque(maxlen=window)
+        self.num_episodes = 0
+        self.env_steps = 0
+        self._new = []
+
+    def add_steps(self, n: int):
+        with self._lock:
+            self.env_steps += n
+
+    def add_episode(self, episode_return: float, length: int):
+        with self._lock:
+            self._returns.append(episode_return)
+            self._lengths.append(length)
+            self.num_episodes += 1
+            self._new.append((episode_return, length))
+
+    def recent(self, n: Optional[int] = None):
+        """(mean return, mean length, count) over the last `n` (default: window) episodes."""
+        with self._lock:
+            returns = list(self._returns)[-n:] if n else list(self._returns)
+            lengths = list(self._lengths)[-n:] if n else list(self._lengths)
+        if not returns:
+            return float('nan'), float('nan'), 0
+        return float(np.mean(returns)), float(np.mean(lengths)), len(returns)
+
+    def pop_new(self):
+        """Episodes finished since the last call (for TensorBoard)."""
+        with self._lock:
+            new, self._new = self._new, []
+        return new
+
+
+def make_policy_step(core: ActorCriticCore, action_space: ActionSpace, observation_spec: Any,
+                     batch_size: int, deterministic: bool = False) -> Callable:
+    """The batched acting function: one core step and an action per environment.
+
+    Traced once for `[batch_size]` inputs; an input signature keeps the
+    per-call dispatch cost (which dominates at this size) as low as TF allows.
+    """
+    def batched(spec):
+        return tf.TensorSpec([batch_size, *spec.shape], spec.dtype)
+
+    signature = (
+        tf.nest.map_structure(batched, observation_spec),
+        tuple(batched(s) for s in action_space.action_specs()),
+        tf.TensorSpec([batch_size], tf.float32),
+        tf.TensorSpec([batch_size], tf.bool),
+        tf.nest.map_structure(lambda x: tf.TensorSpec(x.shape, x.dtype),
+                              core.initial_state(batch_size)),
+    )
+
+    @tf.function(input_signature=signature)
+    def policy_step(observation, prev_action, prev_reward, first, state):
+        outputs, new_state = core(CoreInputs(observation, prev_action, prev_reward, first), state)
+        params = outputs.policy_params
+        action = action_space.mode(params) if deterministic else action_space.sample(params)
+        log_prob = action_space.log_prob(params, action)
+        return action, params, log_prob, outputs.baseline, new_state
+
+    return policy_step
+
+
+def use_single_threaded_executor() -> None:
+    """Runs this thread's tf.functions on TF's single-threaded executor.
+
+    The actor's policy graph is tiny; handing each op to the inter-op thread
+    pool costs more than the op itself on a 2-core machine. Thread-local.
+    """
+    from tensorflow.python.eager import context  # no public API for this
+    context.context().function_call_options = context.FunctionCallOptions(
+        executor_type='SINGLE_THREADED_EXECUTOR')
+
+
+class Actor:
+    """Acts in `envs` with `core` and writes sequences through `writer`."""
+
+    def __init__(self,
+                 envs: gym.vector.VectorEnv,
+                 core: ActorCriticCore,
+                 action_space: ActionSpace,
+                 writer: Optional[SequenceWriter],
+                 fetcher: Optional[VariableFetcher],
+                 seed: int,
+                 stats: Optional[EpisodeStats] = None,
+                 deterministic: bool = False):
+        self._envs = envs
+        self._core = core
+        self._action_space = action_space
+        self._writer = writer
+        self._fetcher = fetcher
+        self._seed = seed
+        self.stats = stats or EpisodeStats()
+        self._num_envs = envs.num_envs
+        self._obs_space = envs.single_observation_space
+        self._policy_step = make_policy_step(
+            core, action_space, observation_spec(self._obs_space), self._num_envs, deterministic)
+        self._recent_actions = collections.deque(maxlen=64)  # for histograms
+
+    def run(self, stop: Callable[[], bool], flush_timeout_ms: int = 1000) -> None:
+        """Acts until `stop()` is true (checked once per step)."""
+        use_single_threaded_executor()
+        B = self._num_envs
+        obs, _ = self._envs.reset(seed=self._seed)
+        obs = to_numpy(self._obs_space, obs)
+        state = tf.nest.map_structure(lambda x: x.numpy(), self._core.initial_state(B))
+        prev_action = tuple(np.zeros([B, *s.shape], s.dtype.as_numpy_dtype)
+                            for s in self._action_space.action_specs())
+        prev_reward = np.zeros([B], np.float32)
+        first = np.ones([B], bool)
+        placeholder = np.zeros([B], bool)  # this step holds an episode's final observation
+        episode_return = np.zeros([B], np.float64)
+        episode_length = np.zeros([B], np.int64)
+        if self._fetcher is not None:
+            self._fetcher.fetch()  # blocks until the learner has published once
+
+        while not stop():
+            action, params, log_prob, baseline, new_state = self._policy_step(
+                obs, prev_action, prev_reward, first, state)
+            action = tuple(a.numpy() for a in action)
+            self._recent_actions.append(action)
+            next_obs, reward, terminated, truncated, _ = self._envs.step(
+                self._action_space.to_env(action))
+            reward = np.asarray(reward, np.float32)
+            real = ~placeholder
+            discount = np.where(real & terminated, 0.0, 1.0).astype(np.float32)
+            reward = np.where(real, reward, 0.0).astype(np.float32)
+            discount = np.where(real, discount, 0.0).astype(np.float32)
+            if self._writer is not None:
+                written = self._writer.append(Step(
+                    observation=obs, action=action, reward=reward, discount=discount,
+                    first=first, prev_action=prev_action, prev_reward=prev_reward,
+                    behaviour_params=tuple(p.numpy() for p in params),
+                    behaviour_log_prob=log_prob.numpy(),
+                    behaviour_baseline=baseline.numpy()), state)
+                if written:
+                    self._after_write(flush_timeout_ms, stop)
+            # Episode bookkeeping.
+            num_real = int(real.sum())
+            self.stats.add_steps(num_real)
+            episode_return += reward
+            episode_length += real
+            done = real & (terminated | truncated)
+            if done.any():
+                for b in np.flatnonzero(done):
+                    self.stats.add_episode(float(episode_return[b]), int(episode_length[b]))
+                episode_return[done] = 0.0
+                episode_length[done] = 0
+            # The placeholder step's env.step resets the environment: next is `first`.
+            first = placeholder
+            placeholder = done
+            obs = to_numpy(self._obs_space, next_obs)
+            state = tf.nest.map_structure(lambda x: x.numpy(), new_state)
+            prev_action, prev_reward = action, reward
+
+    def recent_actions(self):
+        """Per action leaf, the actions of the last steps, flattened (for histograms)."""
+        recent = list(self._recent_actions)
+        if not recent:
+            return []
+        return [np.concatenate([r[i].ravel() for r in recent]) for i in range(len(recent[0]))]
+
+    def _after_write(self, flush_timeout_ms: int, stop: Callable[[], bool]) -> None:
+        # Wait for the queue's rate limiter (the learner) without hanging past stop().
+        while True:
+            try:
+                self._writer.flush(timeout_ms=flush_timeout_ms)
+                break
+            except reverb.errors.DeadlineExceededError:
+                if stop():
+                    return
+        if self._fetcher is not None:
+            self._fetcher.fetch(timeout_s=0)

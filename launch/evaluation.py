@@ -1,0 +1,48 @@
+"""Evaluation: run whole episodes with a policy, no learning, no writing."""
+
+from typing import Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from launch import environments
+from launch.actor import make_policy_step
+from networks.cores import ActorCriticCore
+from networks.distributions import ActionSpace
+from networks.observations import observation_spec, to_numpy
+
+
+def evaluate(core: ActorCriticCore, action_space: ActionSpace, env_id: str, episodes: int,
+             seed: int, deterministic: bool = True, max_steps: int = 1_000_000
+             ) -> Tuple[float, float, np.ndarray]:
+    """Runs `episodes` episodes in parallel (one per environment, seeds `seed + i`).
+
+    Returns (mean return, std return, all returns).
+    """
+    envs = environments.make_vector_env(env_id, episodes, seed)
+    policy_step = make_policy_step(core, action_space, observation_spec(envs.single_observation_space),
+                                   episodes, deterministic)
+    try:
+        obs, _ = envs.reset(seed=seed)
+        state = core.initial_state(episodes)
+        prev_action = tuple(np.zeros([episodes, *s.shape], s.dtype.as_numpy_dtype)
+                            for s in action_space.action_specs())
+        prev_reward = np.zeros([episodes], np.float32)
+        first = np.ones([episodes], bool)
+        returns = np.zeros([episodes])
+        finished = np.zeros([episodes], bool)
+        for _ in range(max_steps):
+            action, _, _, _, state = policy_step(
+                to_numpy(envs.single_observation_space, obs), prev_action, prev_reward,
+                first, state)
+            action = tuple(a.numpy() for a in action)
+            obs, reward, terminated, truncated, _ = envs.step(action_space.to_env(action))
+            returns += np.where(finished, 0.0, reward)
+            finished |= terminated | truncated
+            if finished.all():
+                break
+            prev_action, prev_reward = action, np.asarray(reward, np.float32)
+            first = np.zeros([episodes], bool)
+    finally:
+        envs.close()
+    return float(returns.mean()), float(returns.std()), returns

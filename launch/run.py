@@ -1,0 +1,56 @@
+"""Trains an agent: `python launch/run.py --agent=clear [--env=CartPole-v1] ...`.
+
+Every field of the agent's config is also a flag (see `--helpfull`). Bad
+input ends with one line on stderr and exit status 1.
+"""
+
+import os
+import sys
+
+# Runnable as a script from a checkout as well as installed.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+from absl import app, flags, logging  # noqa: E402
+
+from launch import config_flags, environments, registry, training  # noqa: E402
+
+flags.DEFINE_string('agent', 'clear', f'agent to train: one of {sorted(registry.AGENTS)}')
+flags.DEFINE_string('env', 'CartPole-v1', 'any gymnasium environment id')
+flags.DEFINE_integer('num_envs', 16, 'environments per actor, stepped together')
+flags.DEFINE_integer('num_steps', 200_000, 'environment-step budget')
+flags.DEFINE_integer('seed', 0, 'random seed (environments, sampling, initialisation)')
+flags.DEFINE_string('logdir', '/tmp/agents_run', 'TensorBoard logs, checkpoints, summary.json')
+flags.DEFINE_integer('eval_episodes', 20, 'greedy evaluation episodes at the end')
+flags.DEFINE_float('target_return', None,
+                   'stop early once the last 20 training episodes average this return')
+flags.DEFINE_float('log_interval_s', 5.0, 'seconds between progress lines')
+flags.DEFINE_float('checkpoint_interval_s', 60.0, 'seconds between learner checkpoints')
+config_flags.define_flags([a.config_class for a in registry.AGENTS.values()])
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+    del argv
+    logging.set_verbosity(logging.INFO)
+    try:
+        agent = registry.get(FLAGS.agent)
+        config = config_flags.config_from_flags(agent.config_class)
+        options = training.RunOptions(
+            agent=FLAGS.agent, env=FLAGS.env, num_envs=FLAGS.num_envs,
+            num_steps=FLAGS.num_steps, seed=FLAGS.seed, logdir=FLAGS.logdir,
+            eval_episodes=FLAGS.eval_episodes, target_return=FLAGS.target_return,
+            log_interval_s=FLAGS.log_interval_s,
+            checkpoint_interval_s=FLAGS.checkpoint_interval_s)
+        summary = training.train(options, config)
+    except (registry.UnknownAgentError, environments.EnvironmentError_, training.TrainingError,
+            ValueError) as e:
+        print(f'error: {e}', file=sys.stderr)
+        sys.exit(1)
+    logging.info('eval return %.1f +- %.1f over %d episodes; %d env steps in %.1f s',
+                 summary['eval_return_mean'], summary['eval_return_std'],
+                 summary['eval_episodes'], summary['env_steps'], summary['wall_time_s'])
+
+
+if __name__ == '__main__':
+    app.run(main)

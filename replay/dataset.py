@@ -1,0 +1,71 @@
+"""Mixed on-policy / replayed batches for the learner, time-major.
+
+`round(replay_fraction * batch_size)` sequences come from `replay`, the rest
+from `queue`; each table is batched separately and the two are concatenated
+on the batch axis, with a mask of the replayed rows (CLEAR's cloning losses
+apply to those rows only).
+"""
+
+from typing import Any, NamedTuple, Optional
+
+import reverb
+import tensorflow as tf
+
+from replay import tables, trajectory
+
+
+class Batch(NamedTuple):
+    """What a learner step gets."""
+    sequence: trajectory.Sequence  # steps [L, B, ...] (time-major), core_state [B, ...]
+    replayed: tf.Tensor  # [B] bool: the row came from `replay`
+
+
+def split_batch(batch_size: int, replay_fraction: float):
+    """(number of fresh rows, number of replayed rows)."""
+    if not 0.0 <= replay_fraction <= 1.0:
+        raise ValueError(f'replay_fraction must be in [0, 1], got {replay_fraction}')
+    num_replayed = int(round(replay_fraction * batch_size))
+    return batch_size - num_replayed, num_replayed
+
+
+def table_dataset(server_address: str, table: str, signature: Any, batch_size: int,
+                  rate_limiter_timeout_ms: int = -1) -> tf.data.Dataset:
+    """Batches of `Sequence`s (batch-major `[batch_size, L, ...]`) from one table."""
+    dataset = reverb.TrajectoryDataset(
+        server_address=server_address,
+        table=table,
+        dtypes=tf.nest.map_structure(lambda s: s.dtype, signature),
+        shapes=tf.nest.map_structure(lambda s: s.shape, signature),
+        max_in_flight_samples_per_worker=2 * batch_size,
+        rate_limiter_timeout_ms=rate_limiter_timeout_ms)
+    return dataset.map(lambda sample: sample.data).batch(batch_size, drop_remainder=True)
+
+
+def _time_major(sequence: trajectory.Sequence) -> trajectory.Sequence:
+    steps = tf.nest.map_structure(
+        lambda x: tf.transpose(x, [1, 0] + list(range(2, x.shape.rank))), sequence.steps)
+    return trajectory.Sequence(steps=steps, core_state=sequence.core_state)
+
+
+def mixed_dataset(server_address: str,
+                  signature: trajectory.Sequence,
+                  batch_size: int,
+                  replay_fraction: float,
+                  rate_limiter_timeout_ms: int = -1,
+                  prefetch: int = 2) -> tf.data.Dataset:
+    """A dataset of `Batch`es: fresh rows first, then replayed rows."""
+    num_fresh, num_replayed = split_batch(batch_size, replay_fraction)
+    parts = []
+    if num_fresh:
+        parts.append(table_dataset(server_address, tables.QUEUE, signature, num_fresh,
+                                   rate_limiter_timeout_ms))
+    if num_replayed:
+        parts.append(table_dataset(server_address, tables.REPLAY, signature, num_replayed,
+                                   rate_limiter_timeout_ms))
+    replayed = tf.constant([False] * num_fresh + [True] * num_replayed)
+
+    def concat(*batches):
+        sequence = tf.nest.map_structure(lambda *xs: tf.concat(xs, 0), *batches)
+        return Batch(_time_major(sequence), replayed)
+
+    return tf.data.Dataset.zip(tuple(parts)).map(concat).prefetch(prefetch)

@@ -1,0 +1,65 @@
+"""Reverb tables: `queue` (on-policy), `replay` (off-policy), `variables` (weights).
+
+Signatures come from the specs, so a mismatched writer fails at insert time
+with Reverb's message instead of corrupting a batch.
+"""
+
+from typing import Any, List, Optional
+
+import reverb
+import tensorflow as tf
+
+QUEUE = 'queue'
+REPLAY = 'replay'
+VARIABLES = 'variables'
+
+# `reservoir` keeps a random subset of everything seen (CLEAR keeps old tasks'
+# data this way): items get a uniform random priority and the lowest is evicted.
+REPLAY_EVICTIONS = ('fifo', 'reservoir')
+
+
+def make_tables(signature: Any,
+                variables_signature: Any,
+                queue_size: int,
+                replay_size: int,
+                min_replay_size: int = 1,
+                replay_eviction: str = 'fifo',
+                samples_per_insert: Optional[float] = None,
+                samples_per_insert_tolerance: float = 0.1) -> List[reverb.Table]:
+    """The three tables of the design.
+
+    Args:
+      signature: nest of `tf.TensorSpec`, one item (a `Sequence`).
+      variables_signature: nest of `tf.TensorSpec`, the learner's weights.
+      queue_size: items the on-policy queue holds before actors block.
+      replay_size: items the replay table holds before evicting.
+      min_replay_size: items in `replay` before it can be sampled.
+      replay_eviction: 'fifo' or 'reservoir' (random discard).
+      samples_per_insert: when set, `replay` holds this sample-to-insert ratio
+        (within `samples_per_insert_tolerance` of it) with Reverb's rate limiter.
+    """
+    if replay_eviction not in REPLAY_EVICTIONS:
+        raise ValueError(f'replay_eviction must be one of {REPLAY_EVICTIONS}, got {replay_eviction!r}')
+    if samples_per_insert:
+        # Reverb rejects an error buffer smaller than 2 * max(1, samples_per_insert).
+        error_buffer = max(2.0 * max(1.0, samples_per_insert),
+                           samples_per_insert_tolerance * min_replay_size * samples_per_insert)
+        limiter = reverb.rate_limiters.SampleToInsertRatio(
+            samples_per_insert, min_replay_size, error_buffer)
+    else:
+        limiter = reverb.rate_limiters.MinSize(min_replay_size)
+    remover = (reverb.selectors.Fifo() if replay_eviction == 'fifo'
+               else reverb.selectors.MinHeap())
+    return [
+        reverb.Table.queue(QUEUE, max_size=queue_size, signature=signature),
+        reverb.Table(REPLAY, sampler=reverb.selectors.Uniform(), remover=remover,
+                     max_size=replay_size, rate_limiter=limiter, signature=signature),
+        reverb.Table(VARIABLES, sampler=reverb.selectors.Fifo(),
+                     remover=reverb.selectors.Fifo(), max_size=1,
+                     rate_limiter=reverb.rate_limiters.MinSize(1),
+                     signature=variables_signature),
+    ]
+
+
+def variables_signature(variables: List[tf.Variable]) -> tuple:
+    return tuple(tf.TensorSpec(v.shape, v.dtype) for v in variables)

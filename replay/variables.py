@@ -1,0 +1,61 @@
+"""Learner weights through the `max_size=1` `variables` table.
+
+The learner inserts the current values (replacing the previous item); actors
+sample the single item and assign it to their own copy of the network. The
+first fetch blocks (with a timeout) until the learner has published once;
+later fetches are cheap and happen off the per-step path.
+"""
+
+import time
+from typing import List, Optional
+
+import numpy as np
+import reverb
+import tensorflow as tf
+
+from replay import tables
+
+
+class VariablePublisher:
+    """Inserts the learner's variables into `variables`."""
+
+    def __init__(self, client: reverb.Client, variables: List[tf.Variable],
+                 table: str = tables.VARIABLES):
+        self._client = client
+        self._variables = list(variables)
+        self._table = table
+
+    def publish(self):
+        self._client.insert([v.numpy() for v in self._variables], {self._table: 1.0})
+
+
+class VariableFetcher:
+    """Copies the published weights into the actor's variables."""
+
+    def __init__(self, client: reverb.Client, variables: List[tf.Variable],
+                 table: str = tables.VARIABLES):
+        self._client = client
+        self._variables = list(variables)
+        self._table = table
+        self.num_fetches = 0
+
+    def fetch(self, timeout_s: Optional[float] = None) -> bool:
+        """Assigns the latest weights; False when none arrived within `timeout_s`.
+
+        With `timeout_s=None` it waits as long as it takes.
+        """
+        # Client.sample cannot time out, so wait for the table to be non-empty first.
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while self._client.server_info(timeout=10)[self._table].current_size == 0:
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        sample = next(self._client.sample(self._table, num_samples=1, emit_timesteps=False))
+        values = sample.data
+        if len(values) != len(self._variables):
+            raise ValueError(f'published weights have {len(values)} tensors, '
+                             f'the actor network has {len(self._variables)}')
+        for variable, value in zip(self._variables, values):
+            variable.assign(np.squeeze(value, 0) if value.shape != variable.shape else value)
+        self.num_fetches += 1
+        return True
