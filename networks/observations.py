@@ -69,7 +69,7 @@ class ObservationTorso(snt.Module):
 
     def _flat_vector(self, observation: Any) -> tf.Tensor:
         parts = []
-        spaces = _flat_spaces(self._space)
+        spaces = tf.nest.flatten(_space_nest(self._space))  # same order as the values
         for s, o in zip(spaces, tf.nest.flatten(observation)):
             if isinstance(s, gym.spaces.Discrete):
                 parts.append(tf.one_hot(tf.cast(o, tf.int32) - int(s.start), int(s.n)))
@@ -84,9 +84,10 @@ class ObservationTorso(snt.Module):
         return self._net(self._flat_vector(observation))
 
 
-def _flat_spaces(space: gym.Space) -> list:
+def _space_nest(space: gym.Space) -> Any:
+    """Tuple/Dict spaces as plain tuples/dicts of leaf spaces, for `tf.nest`."""
     if isinstance(space, gym.spaces.Tuple):
-        return [l for s in space.spaces for l in _flat_spaces(s)]
+        return tuple(_space_nest(s) for s in space.spaces)
     if isinstance(space, gym.spaces.Dict):
-        return [l for s in space.spaces.values() for l in _flat_spaces(s)]
-    return [space]
+        return {k: _space_nest(s) for k, s in space.spaces.items()}
+    return space

@@ -1,0 +1,175 @@
+"""Throughput benchmark: `python launch/benchmark.py --agent=clear` prints JSON.
+
+Measured side by side in one process, each `--repeats` times (medians
+reported, all runs listed):
+
+- `raw_env_steps_per_s`: the vector environment alone, random actions
+  (`make_vec`'s default implementation, and a `SyncVectorEnv`);
+- `actor_env_steps_per_s`: the actor loop (batched policy, numpy buffers,
+  sequences into a real Reverb server), no learner;
+- `learner_steps_per_s`, `learner_samples_per_s`: learner steps on mixed
+  batches drawn from Reverb (tables filled by the actor first); samples are
+  sequences of `unroll_length` steps, i.e. `batch_size * unroll_length`
+  per learner step.
+"""
+
+import json
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+import dataclasses  # noqa: E402
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+import reverb  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from absl import app, flags  # noqa: E402
+
+from launch import config_flags, environments, registry, training  # noqa: E402
+from launch.actor import Actor  # noqa: E402
+from networks.observations import observation_spec  # noqa: E402
+from replay import dataset as dataset_lib  # noqa: E402
+from replay import tables as tables_lib  # noqa: E402
+from replay import trajectory  # noqa: E402
+from replay.writer import SequenceWriter  # noqa: E402
+
+flags.DEFINE_string('agent', 'clear', f'one of {sorted(registry.AGENTS)}')
+flags.DEFINE_string('env', 'CartPole-v1', 'gymnasium id')
+flags.DEFINE_integer('num_envs', 16, 'environments per actor')
+flags.DEFINE_integer('repeats', 3, 'measurements per quantity (median reported)')
+flags.DEFINE_float('seconds', 5.0, 'duration of each actor / env measurement')
+flags.DEFINE_integer('learner_steps', 100, 'learner steps per measurement')
+config_flags.define_flags([a.config_class for a in registry.AGENTS.values()])
+FLAGS = flags.FLAGS
+
+
+def _timed_loop(fn, seconds):
+    """Calls fn() until `seconds` pass; returns (calls, elapsed)."""
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        fn()
+        count += 1
+    return count, time.perf_counter() - start
+
+
+def raw_env_rate(env_id, num_envs, seconds, mode=None):
+    envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode)
+    envs.reset(seed=0)
+    envs.action_space.seed(0)
+    actions = [envs.action_space.sample() for _ in range(64)]
+    i = [0]
+
+    def step():
+        envs.step(actions[i[0] % 64])
+        i[0] += 1
+
+    count, elapsed = _timed_loop(step, seconds)
+    envs.close()
+    return count * num_envs / elapsed
+
+
+class Setup:
+    """Server, cores, writer and learner for one agent, as `training.train` wires them."""
+
+    def __init__(self, agent_name, config, env_id, num_envs):
+        agent = registry.get(agent_name)
+        self.config = config
+        self.envs = environments.make_vector_env(env_id, num_envs, 0)
+        self.action_space = environments.check_spaces(env_id, self.envs)
+        obs_space = self.envs.single_observation_space
+        obs_spec = observation_spec(obs_space)
+        self.actor_core = agent.build_core(obs_space, self.action_space, config)
+        learner_core = agent.build_core(obs_space, self.action_space, config)
+        training._create_variables(self.actor_core, obs_spec, self.action_space)
+        training._create_variables(learner_core, obs_spec, self.action_space)
+        self.learner = agent.build_learner(learner_core, self.action_space, config)
+        self.step_spec = trajectory.step_spec(obs_spec, self.action_space.action_specs(),
+                                              self.action_space.param_specs())
+        self.state_spec = training._state_spec(learner_core)
+        self.signature = trajectory.sequence_signature(self.step_spec, self.state_spec,
+                                                       config.sequence_length)
+        self.server = reverb.Server(tables_lib.make_tables(
+            self.signature, tables_lib.variables_signature(learner_core.variables),
+            queue_size=10**6, replay_size=10**6, min_replay_size=1))
+        self.address = f'localhost:{self.server.port}'
+        self.client = reverb.Client(self.address)
+        self.num_envs = num_envs
+
+    def actor_rate(self, seconds):
+        """Env steps/s of the actor loop writing into `queue` and `replay`."""
+        writer = SequenceWriter(self.client, self.step_spec, self.state_spec, self.num_envs,
+                                self.config.sequence_length,
+                                [tables_lib.QUEUE, tables_lib.REPLAY])
+        actor = Actor(self.envs, self.actor_core, self.action_space, writer, None, seed=0)
+        deadline = []
+
+        def stop():
+            if not deadline:  # start timing after the first step (tracing)
+                deadline.append(None)
+                return False
+            if deadline[0] is None:
+                deadline[0] = time.perf_counter() + seconds
+                self._start, self._steps0 = time.perf_counter(), actor.stats.env_steps
+            return time.perf_counter() >= deadline[0]
+
+        actor.run(stop)
+        writer.flush(timeout_ms=60_000)
+        return (actor.stats.env_steps - self._steps0) / (time.perf_counter() - self._start)
+
+    def learner_rate(self, num_steps):
+        dataset = dataset_lib.mixed_dataset(self.address, self.signature,
+                                            self.config.batch_size, self.config.replay_fraction,
+                                            rate_limiter_timeout_ms=60_000)
+        iterator = iter(dataset)
+        self.learner.step(next(iterator))  # trace
+        start = time.perf_counter()
+        for _ in range(num_steps):
+            metrics = self.learner.step(next(iterator))
+        metrics['loss/total_loss'].numpy()
+        return num_steps / (time.perf_counter() - start)
+
+
+def main(argv):
+    del argv
+    agent = registry.get(FLAGS.agent)
+    config = config_flags.config_from_flags(agent.config_class)
+    setup = Setup(FLAGS.agent, config, FLAGS.env, FLAGS.num_envs)
+    runs = {'raw_env_steps_per_s': [], 'raw_sync_env_steps_per_s': [],
+            'actor_env_steps_per_s': [], 'learner_steps_per_s': []}
+    num_fresh, _ = dataset_lib.split_batch(config.batch_size, config.replay_fraction)
+    for _ in range(FLAGS.repeats):
+        runs['raw_env_steps_per_s'].append(raw_env_rate(FLAGS.env, FLAGS.num_envs, FLAGS.seconds))
+        runs['raw_sync_env_steps_per_s'].append(
+            raw_env_rate(FLAGS.env, FLAGS.num_envs, FLAGS.seconds, 'sync'))
+        runs['actor_env_steps_per_s'].append(setup.actor_rate(FLAGS.seconds))
+        # The queue must hold every fresh sequence the learner measurement takes.
+        queued = setup.client.server_info()[tables_lib.QUEUE].current_size
+        if queued < num_fresh * (FLAGS.learner_steps + 1):
+            raise SystemExit(f'error: the actor wrote {queued} sequences, fewer than the '
+                             'learner measurement needs; raise --seconds')
+        runs['learner_steps_per_s'].append(setup.learner_rate(FLAGS.learner_steps))
+    median = {k: statistics.median(v) for k, v in runs.items()}
+    samples_per_step = config.batch_size * config.unroll_length
+    result = {
+        'agent': FLAGS.agent,
+        'env': FLAGS.env,
+        'num_envs': FLAGS.num_envs,
+        'batch_size': config.batch_size,
+        'unroll_length': config.unroll_length,
+        'lstm_size': getattr(config, 'lstm_size', None),
+        'repeats': FLAGS.repeats,
+        **median,
+        'learner_samples_per_s': median['learner_steps_per_s'] * samples_per_step,
+        'actor_to_raw_env_ratio': median['actor_env_steps_per_s'] / median['raw_env_steps_per_s'],
+        'runs': runs,
+    }
+    print(json.dumps(result, indent=2))
+
+
+if __name__ == '__main__':
+    app.run(main)

@@ -1,0 +1,116 @@
+"""The CLEAR learner step on small hand-made batches."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from agents.clear.config import CLEARConfig
+from agents.clear.learning import CLEARLearner
+from launch.training import _create_variables
+from networks.cores import ActorCriticCore, CoreInputs
+from networks.distributions import ActionSpace
+from networks.observations import observation_spec
+from replay import trajectory
+from replay.dataset import Batch
+
+T, B = 5, 4
+OBS_SPACE = gym.spaces.Box(-1, 1, (3,), np.float32)
+METRICS = ['loss/policy_gradient', 'loss/baseline', 'loss/entropy', 'loss/policy_cloning',
+           'loss/value_cloning', 'loss/total_loss', 'grad_norm', 'learning_rate', 'entropy_cost']
+
+
+def make_learner(lstm_size=8, **config):
+    action_space = ActionSpace(gym.spaces.Discrete(3))
+    config = CLEARConfig(lstm_size=lstm_size, hidden_sizes=(8,), unroll_length=T,
+                         batch_size=B, **config)
+    core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(8,), lstm_size=lstm_size)
+    _create_variables(core, observation_spec(OBS_SPACE), action_space)
+    return CLEARLearner(core, action_space, config), core, action_space
+
+
+def make_batch(core, action_space, num_replayed, seed=0, on_policy=True):
+    """A batch whose behaviour outputs are the core's own (so rho = 1)."""
+    rng = np.random.default_rng(seed)
+    spec = trajectory.step_spec(observation_spec(OBS_SPACE), action_space.action_specs(),
+                                action_space.param_specs())
+    steps = trajectory.zeros(spec, (T + 1, B))
+    steps = steps._replace(
+        observation=rng.uniform(-1, 1, (T + 1, B, 3)).astype(np.float32),
+        action=(rng.integers(0, 3, (T + 1, B)).astype(np.int32),),
+        reward=rng.uniform(0, 1, (T + 1, B)).astype(np.float32),
+        discount=np.ones((T + 1, B), np.float32),
+        first=np.zeros((T + 1, B), bool))
+    steps.first[0] = True
+    state = core.initial_state(B)
+    if on_policy:
+        out, _ = core.unroll(CoreInputs(steps.observation, steps.prev_action,
+                                        steps.prev_reward, steps.first), state)
+        steps = steps._replace(
+            behaviour_params=tuple(p.numpy() for p in out.policy_params),
+            behaviour_log_prob=action_space.log_prob(out.policy_params, steps.action).numpy(),
+            behaviour_baseline=out.baseline.numpy())
+    replayed = tf.constant([False] * (B - num_replayed) + [True] * num_replayed)
+    return Batch(trajectory.Sequence(steps, state), replayed)
+
+
+@pytest.mark.parametrize('lstm_size', [8, 0])
+def test_every_metric_is_a_finite_scalar(lstm_size):
+    learner, core, space = make_learner(lstm_size)
+    metrics = learner.step(make_batch(core, space, num_replayed=2))
+    for name in METRICS:
+        assert metrics[name].shape == (), name
+        assert np.isfinite(metrics[name].numpy()), name
+    assert int(learner.num_steps.numpy()) == 1
+
+
+def test_cloning_losses_vanish_without_replayed_rows():
+    learner, core, space = make_learner()
+    metrics = learner.step(make_batch(core, space, num_replayed=0))
+    assert metrics['loss/policy_cloning'].numpy() == 0.0
+    assert metrics['loss/value_cloning'].numpy() == 0.0
+
+
+def test_cloning_losses_vanish_when_behaviour_equals_current():
+    learner, core, space = make_learner()
+    metrics = learner.step(make_batch(core, space, num_replayed=B))
+    np.testing.assert_allclose(metrics['loss/policy_cloning'].numpy(), 0.0, atol=1e-5)
+    np.testing.assert_allclose(metrics['loss/value_cloning'].numpy(), 0.0, atol=1e-8)
+
+
+def test_cloning_losses_positive_with_stale_behaviour():
+    learner, core, space = make_learner()
+    batch = make_batch(core, space, num_replayed=2, on_policy=False)  # mu: logits 0, V_mu 0
+    metrics = learner.step(batch)
+    assert metrics['loss/policy_cloning'].numpy() > 0
+    assert metrics['loss/value_cloning'].numpy() > 0
+
+
+def test_env_frames_count_fresh_rows_only():
+    learner, core, space = make_learner()
+    learner.step(make_batch(core, space, num_replayed=3))
+    assert int(learner.num_env_frames.numpy()) == T * (B - 3)
+
+
+def test_placeholder_steps_contribute_nothing():
+    """Action and reward at a step followed by `first` (a final observation) are ignored."""
+    learner_a, core_a, space = make_learner(learning_rate=0.0)
+    batch = make_batch(core_a, space, num_replayed=0)
+    steps = batch.sequence.steps
+    steps.first[3, 1] = True  # step 2 of env 1 holds a final observation
+    metrics_a = learner_a.step(batch)
+    steps.reward[2, 1] = 100.0
+    steps.action[0][2, 1] = (steps.action[0][2, 1] + 1) % 3
+    metrics_b = learner_a.step(batch)
+    for name in ['loss/policy_gradient', 'loss/baseline', 'loss/entropy', 'loss/total_loss']:
+        np.testing.assert_allclose(metrics_a[name].numpy(), metrics_b[name].numpy(),
+                                   rtol=1e-5, err_msg=name)
+
+
+def test_a_step_reduces_the_loss_on_a_fixed_batch():
+    learner, core, space = make_learner(learning_rate=1e-2, entropy_cost=0.0)
+    batch = make_batch(core, space, num_replayed=0)
+    first = float(learner.step(batch)['loss/baseline'].numpy())
+    for _ in range(30):
+        last = float(learner.step(batch)['loss/baseline'].numpy())
+    assert last < 0.5 * first

@@ -1,0 +1,412 @@
+"""Tests for networks/cores.py (and the observation handling it relies on)."""
+import gymnasium as gym
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from networks import observations
+from networks.cores import ActorCriticCore, AgentOutput, CoreInputs
+from networks.distributions import ActionSpace, UnsupportedSpaceError
+
+T, B = 5, 3
+HIDDEN = (8,)
+LSTM = 8
+
+CARTPOLE_OBS = gym.spaces.Box(-np.inf, np.inf, (4,), np.float32)
+DISCRETE_ACTIONS = gym.spaces.Discrete(2)
+TUPLE_ACTIONS = gym.spaces.Tuple(
+    (gym.spaces.Discrete(3), gym.spaces.Box(-1.0, 1.0, (2,), np.float32)))
+
+# Row 0: no reset inside the sequence; row 1: reset at t=2; row 2: resets at t=0 and t=3.
+FIRST = np.array([[0, 0, 1],
+                  [0, 0, 0],
+                  [0, 1, 0],
+                  [0, 0, 1],
+                  [0, 0, 0]], bool)
+
+
+def _core(action_space, lstm_size, observation_space=CARTPOLE_OBS):
+    return ActorCriticCore(observation_space, ActionSpace(action_space),
+                           hidden_sizes=HIDDEN, lstm_size=lstm_size)
+
+
+def _random_observation(space, lead_shape, rng):
+    if isinstance(space, gym.spaces.Tuple):
+        return tuple(_random_observation(s, lead_shape, rng) for s in space.spaces)
+    if isinstance(space, gym.spaces.Dict):
+        return {k: _random_observation(s, lead_shape, rng) for k, s in space.spaces.items()}
+    if isinstance(space, gym.spaces.Discrete):
+        return tf.constant(rng.randint(0, space.n, lead_shape) + space.start, tf.int32)
+    if isinstance(space, gym.spaces.Box) and space.dtype == np.uint8:
+        return tf.constant(rng.randint(0, 256, lead_shape + space.shape), tf.uint8)
+    return tf.constant(rng.randn(*(lead_shape + space.shape)), tf.float32)
+
+
+def _random_inputs(core, observation_space, lead_shape, seed, first=None):
+    rng = np.random.RandomState(seed)
+    action_space = core._action_space
+    prev_action = tuple(
+        tf.constant(rng.randint(0, leaf.size, lead_shape), tf.int32)
+        if leaf.kind == 'categorical'
+        else tf.constant(rng.randn(*(lead_shape + (leaf.size,))), tf.float32)
+        for leaf in action_space.leaves)
+    if first is None:
+        first = np.zeros(lead_shape, bool)
+    return CoreInputs(
+        observation=_random_observation(observation_space, lead_shape, rng),
+        prev_action=prev_action,
+        prev_reward=tf.constant(rng.randn(*lead_shape), tf.float32),
+        first=tf.constant(first))
+
+
+def _random_state(core, seed):
+    """A non-trivial recurrent state, so that a reset is observable."""
+    rng = np.random.RandomState(seed)
+    return tf.nest.map_structure(
+        lambda s: tf.constant(rng.randn(*s.shape), tf.float32), core.initial_state(B))
+
+
+def _at(inputs, t):
+    return tf.nest.map_structure(lambda x: x[t], inputs)
+
+
+def _step_loop(core, inputs, state):
+    outputs = []
+    for t in range(inputs.first.shape[0]):
+        out, state = core(_at(inputs, t), state)
+        outputs.append(out)
+    return tf.nest.map_structure(lambda *xs: tf.stack(xs), *outputs), state
+
+
+def _assert_close(a, b, atol=1e-5):
+    tf.nest.assert_same_structure(a, b)
+    for x, y in zip(tf.nest.flatten(a), tf.nest.flatten(b)):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-5, atol=atol)
+
+
+CORE_CASES = [
+    pytest.param(DISCRETE_ACTIONS, LSTM, id='discrete-lstm'),
+    pytest.param(DISCRETE_ACTIONS, 0, id='discrete-ff'),
+    pytest.param(TUPLE_ACTIONS, LSTM, id='tuple-lstm'),
+    pytest.param(TUPLE_ACTIONS, 0, id='tuple-ff'),
+]
+
+
+def _param_shapes(action_space):
+    return [leaf.param_size for leaf in ActionSpace(action_space).leaves]
+
+
+# --- shapes --------------------------------------------------------------------
+
+@pytest.mark.parametrize('action_space, lstm_size', CORE_CASES)
+def test_call_and_unroll_shapes(action_space, lstm_size):
+    core = _core(action_space, lstm_size)
+    assert core.recurrent == (lstm_size > 0)
+
+    out, state = core(_random_inputs(core, CARTPOLE_OBS, (B,), seed=0), core.initial_state(B))
+    assert isinstance(out, AgentOutput)
+    assert isinstance(out.policy_params, tuple)
+    assert [p.shape.as_list() for p in out.policy_params] == [
+        [B, n] for n in _param_shapes(action_space)]
+    assert out.baseline.shape.as_list() == [B]
+    assert all(p.dtype == tf.float32 for p in out.policy_params)
+    tf.nest.assert_same_structure(state, core.initial_state(B))
+    if lstm_size:
+        assert [s.shape.as_list() for s in tf.nest.flatten(state)] == [[B, LSTM]] * 2
+
+    out, state = core.unroll(_random_inputs(core, CARTPOLE_OBS, (T, B), seed=1, first=FIRST),
+                             core.initial_state(B))
+    assert [p.shape.as_list() for p in out.policy_params] == [
+        [T, B, n] for n in _param_shapes(action_space)]
+    assert out.baseline.shape.as_list() == [T, B]
+    tf.nest.assert_same_structure(state, core.initial_state(B))
+    if lstm_size:
+        assert [s.shape.as_list() for s in tf.nest.flatten(state)] == [[B, LSTM]] * 2
+    for x in tf.nest.flatten(out):
+        assert np.all(np.isfinite(x.numpy()))
+
+
+def test_gaussian_log_std_is_clipped_in_outputs():
+    core = _core(TUPLE_ACTIONS, LSTM)
+    inputs = _random_inputs(core, CARTPOLE_OBS, (B,), seed=0)
+    inputs = inputs._replace(observation=inputs.observation * 1e4)
+    out, _ = core(inputs, core.initial_state(B))
+    log_std = out.policy_params[1].numpy()[:, 2:]
+    assert np.all(log_std >= -5.0) and np.all(log_std <= 2.0)
+
+
+# --- unroll == stepping --------------------------------------------------------
+
+@pytest.mark.parametrize('action_space, lstm_size', CORE_CASES)
+@pytest.mark.parametrize('first', [np.zeros([T, B], bool), FIRST], ids=['no-reset', 'resets'])
+def test_unroll_equals_stepping(action_space, lstm_size, first):
+    core = _core(action_space, lstm_size)
+    inputs = _random_inputs(core, CARTPOLE_OBS, (T, B), seed=2, first=first)
+    state = _random_state(core, seed=3)
+
+    unrolled, unroll_state = core.unroll(inputs, state)
+    stepped, step_state = _step_loop(core, inputs, state)
+    _assert_close(unrolled, stepped)
+    _assert_close(unroll_state, step_state)
+
+
+def test_unroll_equals_stepping_in_tf_function():
+    core = _core(TUPLE_ACTIONS, LSTM)
+    inputs = _random_inputs(core, CARTPOLE_OBS, (T, B), seed=4, first=FIRST)
+    state = _random_state(core, seed=5)
+    # The first call happens inside tf.function: variables are created there.
+    unrolled, unroll_state = tf.function(core.unroll)(inputs, state)
+    stepped, step_state = _step_loop(core, inputs, state)
+    _assert_close(unrolled, stepped)
+    _assert_close(unroll_state, step_state)
+
+
+def test_unroll_single_step_equals_call():
+    core = _core(DISCRETE_ACTIONS, LSTM)
+    inputs = _random_inputs(core, CARTPOLE_OBS, (1, B), seed=6, first=FIRST[2:3])
+    state = _random_state(core, seed=7)
+    unrolled, unroll_state = core.unroll(inputs, state)
+    called, call_state = core(_at(inputs, 0), state)
+    _assert_close(tf.nest.map_structure(lambda x: x[0], unrolled), called)
+    _assert_close(unroll_state, call_state)
+
+
+# --- resets --------------------------------------------------------------------
+
+def _perturb_before(inputs, t_reset, row, seed):
+    """New inputs whose observation/prev_action/prev_reward differ at `[:t_reset, row]`."""
+    rng = np.random.RandomState(seed)
+
+    def change(x):
+        x = x.numpy()
+        noise = rng.randn(*x[:t_reset, row].shape) * 3.0
+        if np.issubdtype(x.dtype, np.integer):
+            x[:t_reset, row] = (x[:t_reset, row] + 1) % 2
+        else:
+            x[:t_reset, row] = x[:t_reset, row] + noise
+        return tf.constant(x)
+
+    return inputs._replace(observation=change(inputs.observation),
+                           prev_action=tuple(change(a) for a in inputs.prev_action),
+                           prev_reward=change(inputs.prev_reward))
+
+
+@pytest.mark.parametrize('action_space, lstm_size', CORE_CASES)
+def test_outputs_after_first_ignore_earlier_inputs(action_space, lstm_size):
+    core = _core(action_space, lstm_size)
+    inputs = _random_inputs(core, CARTPOLE_OBS, (T, B), seed=8, first=FIRST)
+    state = _random_state(core, seed=9)
+    base, _ = core.unroll(inputs, state)
+
+    for row, t_reset in [(1, 2), (2, 3)]:
+        changed = _perturb_before(inputs, t_reset, row, seed=10 + row)
+        # A different initial state for this row only.
+        mask = (np.arange(B) == row)[:, None]
+        other_state = tf.nest.map_structure(
+            lambda s, o: tf.where(mask, o, s), state, _random_state(core, seed=20 + row))
+        for out, _ in (core.unroll(changed, other_state),
+                       _step_loop(core, changed, other_state)):
+            for x, y in zip(tf.nest.flatten(base), tf.nest.flatten(out)):
+                x, y = x.numpy(), y.numpy()
+                # From the reset onwards nothing earlier matters...
+                np.testing.assert_allclose(x[t_reset:, row], y[t_reset:, row],
+                                           rtol=1e-5, atol=1e-6)
+                # ...other rows are untouched...
+                others = [r for r in range(B) if r != row]
+                np.testing.assert_allclose(x[:, others], y[:, others], rtol=1e-5, atol=1e-6)
+            # ...and before the reset the perturbation does change the outputs.
+            assert not np.allclose(base.baseline.numpy()[:t_reset, row],
+                                   out.baseline.numpy()[:t_reset, row])
+
+
+@pytest.mark.parametrize('action_space, lstm_size', CORE_CASES)
+def test_first_step_ignores_prev_action_reward_and_state(action_space, lstm_size):
+    core = _core(action_space, lstm_size)
+    first = np.array([True, False, True])
+    inputs = _random_inputs(core, CARTPOLE_OBS, (B,), seed=12, first=first)
+    out, new_state = core(inputs, _random_state(core, seed=13))
+
+    # Other prev action, prev reward and state: same outputs where `first` is true.
+    other = inputs._replace(
+        prev_action=tuple(
+            (a + 1) % leaf.size if leaf.kind == 'categorical' else a * -2.0 + 1.0
+            for leaf, a in zip(core._action_space.leaves, inputs.prev_action)),
+        prev_reward=inputs.prev_reward * -3.0 + 1.0)
+    other_out, other_state = core(other, _random_state(core, seed=14))
+    for x, y in zip(tf.nest.flatten((out, new_state)), tf.nest.flatten((other_out, other_state))):
+        np.testing.assert_allclose(x.numpy()[first], y.numpy()[first], rtol=1e-5, atol=1e-6)
+        assert not np.allclose(x.numpy()[~first], y.numpy()[~first])
+
+
+def test_lstm_reset_equals_initial_state():
+    core = _core(DISCRETE_ACTIONS, LSTM)
+    inputs = _random_inputs(core, CARTPOLE_OBS, (B,), seed=15, first=np.ones([B], bool))
+    from_random, random_next = core(inputs, _random_state(core, seed=16))
+    from_initial, initial_next = core(inputs, core.initial_state(B))
+    _assert_close(from_random, from_initial)
+    _assert_close(random_next, initial_next)
+    # Without `first` the state matters.
+    no_reset = inputs._replace(first=tf.zeros([B], tf.bool))
+    a, _ = core(no_reset, _random_state(core, seed=16))
+    b, _ = core(no_reset, core.initial_state(B))
+    assert not np.allclose(a.baseline.numpy(), b.baseline.numpy())
+
+
+# --- feed-forward core ---------------------------------------------------------
+
+@pytest.mark.parametrize('action_space', [DISCRETE_ACTIONS, TUPLE_ACTIONS])
+def test_feed_forward_state_is_empty_and_ignored(action_space):
+    core = _core(action_space, 0)
+    assert core.initial_state(B) == ()
+    assert not core.recurrent
+    inputs = _random_inputs(core, CARTPOLE_OBS, (B,), seed=17)
+    out, state = core(inputs, ())
+    assert state == ()
+    fake_state = tf.random.normal([B, 5])
+    out2, state2 = core(inputs, fake_state)
+    _assert_close(out, out2)
+    assert state2 is fake_state
+
+    seq = _random_inputs(core, CARTPOLE_OBS, (T, B), seed=18, first=FIRST)
+    unrolled, final = core.unroll(seq, ())
+    assert final == ()
+    unrolled2, _ = core.unroll(seq, (tf.ones([B, 3]),))
+    _assert_close(unrolled, unrolled2)
+    # Each step is independent of the others: shuffling time changes nothing per step.
+    perm = [3, 0, 4, 1, 2]
+    shuffled, _ = core.unroll(tf.nest.map_structure(lambda x: tf.gather(x, perm), seq), ())
+    _assert_close(tf.nest.map_structure(lambda x: tf.gather(x, perm), unrolled), shuffled)
+
+
+# --- observation spaces ----------------------------------------------------------
+
+DICT_OBS = gym.spaces.Dict({
+    'position': gym.spaces.Box(-1.0, 1.0, (3,), np.float32),
+    'grid': gym.spaces.Box(0.0, 1.0, (2, 2), np.float32),
+})
+DISCRETE_OBS = gym.spaces.Discrete(6, start=2)
+MIXED_OBS = gym.spaces.Tuple((
+    gym.spaces.Discrete(4),
+    gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+    gym.spaces.MultiBinary(3),
+    gym.spaces.MultiDiscrete([2, 3]),
+))
+
+
+@pytest.mark.parametrize('observation_space', [DICT_OBS, DISCRETE_OBS, MIXED_OBS],
+                         ids=['dict', 'discrete', 'tuple'])
+@pytest.mark.parametrize('lstm_size', [LSTM, 0])
+def test_observation_spaces_shapes(observation_space, lstm_size):
+    core = _core(TUPLE_ACTIONS, lstm_size, observation_space)
+    inputs = _random_inputs(core, observation_space, (B,), seed=19)
+    out, _ = core(inputs, core.initial_state(B))
+    assert out.baseline.shape.as_list() == [B]
+    assert [p.shape.as_list() for p in out.policy_params] == [[B, 3], [B, 4]]
+
+    seq = _random_inputs(core, observation_space, (T, B), seed=20, first=FIRST)
+    state = core.initial_state(B)
+    unrolled, _ = core.unroll(seq, state)
+    assert unrolled.baseline.shape.as_list() == [T, B]
+    assert [p.shape.as_list() for p in unrolled.policy_params] == [[T, B, 3], [T, B, 4]]
+    stepped, _ = _step_loop(core, seq, state)
+    _assert_close(unrolled, stepped)
+
+
+def test_discrete_observation_is_one_hot_with_start():
+    torso = observations.ObservationTorso(DISCRETE_OBS, hidden_sizes=HIDDEN)
+    obs = tf.constant([2, 7, 4])
+    out = torso(obs)
+    assert out.shape.as_list() == [B, 8]
+    # Equivalent to the MLP applied to the one-hot of `obs - start`.
+    np.testing.assert_allclose(out, torso._net(tf.one_hot(obs - 2, 6)), rtol=1e-6)
+
+
+@pytest.mark.parametrize('space, observation', [
+    # Crashes: the Box member is one-hot encoded as if it were the Discrete one.
+    (gym.spaces.Dict(b=gym.spaces.Discrete(3), a=gym.spaces.Box(-1.0, 1.0, (2,))),
+     {'a': [[0.5, -0.5], [1.0, 0.0], [0.0, 0.0]], 'b': [0, 2, 1]}),
+    # Silently wrong: 'a' (5 values) is one-hot encoded with b's depth 3.
+    (gym.spaces.Dict(b=gym.spaces.Discrete(3), a=gym.spaces.Discrete(5)),
+     {'a': [4, 3, 0], 'b': [0, 2, 1]}),
+], ids=['discrete-box', 'discrete-discrete'])
+def test_dict_observation_keyword_order(space, observation):
+    """A Dict built from keywords keeps insertion order (not sorted) in gymnasium.
+
+    The torso must still pair each member with its own space.
+    """
+    assert list(space.spaces) == ['b', 'a']
+    torso = observations.ObservationTorso(space, hidden_sizes=HIDDEN)
+    observation = {'a': tf.constant(observation['a']), 'b': tf.constant(observation['b'])}
+
+    def encode(key):
+        s = space.spaces[key]
+        if isinstance(s, gym.spaces.Discrete):
+            return tf.one_hot(observation[key], int(s.n))
+        return tf.cast(observation[key], tf.float32)
+
+    # Either order of the members is acceptable, as long as each member is
+    # encoded according to its own space.
+    candidates = [torso._net(tf.concat([encode('b'), encode('a')], -1)),
+                  torso._net(tf.concat([encode('a'), encode('b')], -1))]
+    try:
+        out = torso(observation)
+    except tf.errors.InvalidArgumentError as e:
+        out = e
+    assert not isinstance(out, Exception) and any(
+        np.allclose(out, c, rtol=1e-5, atol=1e-6) for c in candidates), (
+        'BUG networks/observations.py ObservationTorso._flat_vector: zips '
+        '_flat_spaces(space) (Dict insertion order) with tf.nest.flatten(observation) '
+        f'(sorted keys), so members of {space} are encoded with the wrong space; got {out!r}')
+
+
+@pytest.mark.parametrize('space, expected', [
+    (gym.spaces.Box(0, 255, (84, 84, 4), np.uint8), tf.TensorSpec([84, 84, 4], tf.uint8)),
+    (gym.spaces.Box(-1.0, 1.0, (4,), np.float32), tf.TensorSpec([4], tf.float32)),
+    (gym.spaces.Box(-1.0, 1.0, (4,), np.float64), tf.TensorSpec([4], tf.float32)),
+    (gym.spaces.Box(0, 10, (2,), np.int64), tf.TensorSpec([2], tf.float32)),
+    (gym.spaces.Discrete(5), tf.TensorSpec([], tf.int32)),
+    (gym.spaces.MultiBinary(3), tf.TensorSpec([3], tf.float32)),
+    (gym.spaces.MultiDiscrete([2, 3]), tf.TensorSpec([2], tf.float32)),
+    (gym.spaces.Tuple((gym.spaces.Box(0, 255, (8, 8, 3), np.uint8), gym.spaces.Discrete(2))),
+     (tf.TensorSpec([8, 8, 3], tf.uint8), tf.TensorSpec([], tf.int32))),
+    (DICT_OBS, {'grid': tf.TensorSpec([2, 2], tf.float32),
+                'position': tf.TensorSpec([3], tf.float32)}),
+])
+def test_observation_spec(space, expected):
+    assert observations.observation_spec(space) == expected
+
+
+def test_to_numpy_casts_to_spec():
+    space = gym.spaces.Dict({'image': gym.spaces.Box(0, 255, (2, 2, 1), np.uint8),
+                             'count': gym.spaces.Discrete(3)})
+    converted = observations.to_numpy(
+        space, {'image': np.full([B, 2, 2, 1], 7, np.int64), 'count': np.array([0, 1, 2])})
+    assert converted['image'].dtype == np.uint8
+    assert converted['count'].dtype == np.int32
+
+
+@pytest.mark.parametrize('space, names', [
+    (gym.spaces.Text(5), ['Text', 'observation space']),
+    (gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Text(5))), ['Text', '[1]']),
+    (gym.spaces.Dict({'ok': gym.spaces.Discrete(2), 'words': gym.spaces.Text(5)}),
+     ['Text', "['words']"]),
+])
+def test_unsupported_observation_space(space, names):
+    with pytest.raises(UnsupportedSpaceError) as info:
+        observations.observation_spec(space)
+    for name in names:
+        assert name in str(info.value), str(info.value)
+    with pytest.raises(UnsupportedSpaceError):
+        _core(DISCRETE_ACTIONS, LSTM, space)
+
+
+def test_image_inside_nest_is_unsupported():
+    space = gym.spaces.Tuple((gym.spaces.Box(0, 255, (8, 8, 3), np.uint8),
+                              gym.spaces.Discrete(2)))
+    with pytest.raises(UnsupportedSpaceError, match='image'):
+        _core(DISCRETE_ACTIONS, LSTM, space)
+
+
+def test_unsupported_action_space_in_core():
+    with pytest.raises(UnsupportedSpaceError, match='Text'):
+        ActorCriticCore(CARTPOLE_OBS, ActionSpace(gym.spaces.Text(5)))
