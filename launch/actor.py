@@ -20,7 +20,8 @@ import tensorflow as tf
 
 from networks.cores import ActorCriticCore, CoreInputs
 from networks.distributions import ActionSpace
-from networks.observations import observation_spec, to_numpy
+from networks.numpy_core import NumpyCore
+from networks.observations import to_numpy
 from replay.trajectory import Step
 from replay.variables import VariableFetcher
 from replay.writer import SequenceWriter
@@ -64,26 +65,11 @@ class EpisodeStats:
         return new
 
 
-def make_policy_step(core: ActorCriticCore, action_space: ActionSpace, observation_spec: Any,
-                     batch_size: int, deterministic: bool = False) -> Callable:
-    """The batched acting function: one core step and an action per environment.
+def make_policy_step(core: ActorCriticCore, action_space: ActionSpace,
+                     deterministic: bool = False) -> Callable:
+    """The batched TF acting function: one core step and an action per environment."""
 
-    Traced once for `[batch_size]` inputs; an input signature keeps the
-    per-call dispatch cost (which dominates at this size) as low as TF allows.
-    """
-    def batched(spec):
-        return tf.TensorSpec([batch_size, *spec.shape], spec.dtype)
-
-    signature = (
-        tf.nest.map_structure(batched, observation_spec),
-        tuple(batched(s) for s in action_space.action_specs()),
-        tf.TensorSpec([batch_size], tf.float32),
-        tf.TensorSpec([batch_size], tf.bool),
-        tf.nest.map_structure(lambda x: tf.TensorSpec(x.shape, x.dtype),
-                              core.initial_state(batch_size)),
-    )
-
-    @tf.function(input_signature=signature)
+    @tf.function
     def policy_step(observation, prev_action, prev_reward, first, state):
         outputs, new_state = core(CoreInputs(observation, prev_action, prev_reward, first), state)
         params = outputs.policy_params
@@ -92,6 +78,42 @@ def make_policy_step(core: ActorCriticCore, action_space: ActionSpace, observati
         return action, params, log_prob, outputs.baseline, new_state
 
     return policy_step
+
+
+class Policy:
+    """Acting for a batch of environments, numpy in and out.
+
+    Uses `NumpyCore` where the core allows it (see `networks.numpy_core` for
+    why) and the TF core otherwise; `refresh()` after the weights change.
+    """
+
+    def __init__(self, core: ActorCriticCore, action_space: ActionSpace, seed: int,
+                 deterministic: bool = False, use_numpy: bool = True):
+        self._numpy = (NumpyCore(core, action_space, seed, deterministic)
+                       if use_numpy and NumpyCore.supports(core) else None)
+        self._tf_step = None if self._numpy else make_policy_step(core, action_space,
+                                                                  deterministic)
+        self._core = core
+
+    @property
+    def uses_numpy(self) -> bool:
+        return self._numpy is not None
+
+    def initial_state(self, batch_size: int) -> Any:
+        if self._numpy:
+            return self._numpy.initial_state(batch_size)
+        return tf.nest.map_structure(lambda x: x.numpy(), self._core.initial_state(batch_size))
+
+    def refresh(self) -> None:
+        if self._numpy:
+            self._numpy.refresh()
+
+    def __call__(self, observation, prev_action, prev_reward, first, state):
+        """-> (action per leaf, params per leaf, log_prob [B], baseline [B], new state)."""
+        if self._numpy:
+            return self._numpy.step(observation, prev_action, prev_reward, first, state)
+        outputs = self._tf_step(observation, prev_action, prev_reward, first, state)
+        return tf.nest.map_structure(lambda x: x.numpy(), outputs)
 
 
 def use_single_threaded_executor() -> None:
@@ -116,7 +138,8 @@ class Actor:
                  fetcher: Optional[VariableFetcher],
                  seed: int,
                  stats: Optional[EpisodeStats] = None,
-                 deterministic: bool = False):
+                 deterministic: bool = False,
+                 use_numpy: bool = True):
         self._envs = envs
         self._core = core
         self._action_space = action_space
@@ -126,17 +149,15 @@ class Actor:
         self.stats = stats or EpisodeStats()
         self._num_envs = envs.num_envs
         self._obs_space = envs.single_observation_space
-        self._policy_step = make_policy_step(
-            core, action_space, observation_spec(self._obs_space), self._num_envs, deterministic)
+        self.policy = Policy(core, action_space, seed, deterministic, use_numpy)
         self._recent_actions = collections.deque(maxlen=64)  # for histograms
 
     def run(self, stop: Callable[[], bool], flush_timeout_ms: int = 1000) -> None:
         """Acts until `stop()` is true (checked once per step)."""
-        use_single_threaded_executor()
         B = self._num_envs
         obs, _ = self._envs.reset(seed=self._seed)
         obs = to_numpy(self._obs_space, obs)
-        state = tf.nest.map_structure(lambda x: x.numpy(), self._core.initial_state(B))
+        state = self.policy.initial_state(B)
         prev_action = tuple(np.zeros([B, *s.shape], s.dtype.as_numpy_dtype)
                             for s in self._action_space.action_specs())
         prev_reward = np.zeros([B], np.float32)
@@ -146,11 +167,11 @@ class Actor:
         episode_length = np.zeros([B], np.int64)
         if self._fetcher is not None:
             self._fetcher.fetch()  # blocks until the learner has published once
+            self.policy.refresh()
 
         while not stop():
-            action, params, log_prob, baseline, new_state = self._policy_step(
+            action, params, log_prob, baseline, new_state = self.policy(
                 obs, prev_action, prev_reward, first, state)
-            action = tuple(a.numpy() for a in action)
             self._recent_actions.append(action)
             next_obs, reward, terminated, truncated, _ = self._envs.step(
                 self._action_space.to_env(action))
@@ -163,9 +184,8 @@ class Actor:
                 written = self._writer.append(Step(
                     observation=obs, action=action, reward=reward, discount=discount,
                     first=first, prev_action=prev_action, prev_reward=prev_reward,
-                    behaviour_params=tuple(p.numpy() for p in params),
-                    behaviour_log_prob=log_prob.numpy(),
-                    behaviour_baseline=baseline.numpy()), state)
+                    behaviour_params=params, behaviour_log_prob=log_prob,
+                    behaviour_baseline=baseline), state)
                 if written:
                     self._after_write(flush_timeout_ms, stop)
             # Episode bookkeeping.
@@ -183,7 +203,7 @@ class Actor:
             first = placeholder
             placeholder = done
             obs = to_numpy(self._obs_space, next_obs)
-            state = tf.nest.map_structure(lambda x: x.numpy(), new_state)
+            state = new_state
             prev_action, prev_reward = action, reward
 
     def recent_actions(self):
@@ -202,5 +222,5 @@ class Actor:
             except reverb.errors.DeadlineExceededError:
                 if stop():
                     return
-        if self._fetcher is not None:
-            self._fetcher.fetch(timeout_s=0)
+        if self._fetcher is not None and self._fetcher.fetch(timeout_s=0):
+            self.policy.refresh()

@@ -6,10 +6,10 @@ import numpy as np
 import tensorflow as tf
 
 from launch import environments
-from launch.actor import make_policy_step
+from launch.actor import Policy
 from networks.cores import ActorCriticCore
 from networks.distributions import ActionSpace
-from networks.observations import observation_spec, to_numpy
+from networks.observations import to_numpy
 
 
 def evaluate(core: ActorCriticCore, action_space: ActionSpace, env_id: str, episodes: int,
@@ -20,11 +20,10 @@ def evaluate(core: ActorCriticCore, action_space: ActionSpace, env_id: str, epis
     Returns (mean return, std return, all returns).
     """
     envs = environments.make_vector_env(env_id, episodes, seed)
-    policy_step = make_policy_step(core, action_space, observation_spec(envs.single_observation_space),
-                                   episodes, deterministic)
+    policy = Policy(core, action_space, seed, deterministic)
     try:
         obs, _ = envs.reset(seed=seed)
-        state = core.initial_state(episodes)
+        state = policy.initial_state(episodes)
         prev_action = tuple(np.zeros([episodes, *s.shape], s.dtype.as_numpy_dtype)
                             for s in action_space.action_specs())
         prev_reward = np.zeros([episodes], np.float32)
@@ -32,10 +31,9 @@ def evaluate(core: ActorCriticCore, action_space: ActionSpace, env_id: str, epis
         returns = np.zeros([episodes])
         finished = np.zeros([episodes], bool)
         for _ in range(max_steps):
-            action, _, _, _, state = policy_step(
+            action, _, _, _, state = policy(
                 to_numpy(envs.single_observation_space, obs), prev_action, prev_reward,
                 first, state)
-            action = tuple(a.numpy() for a in action)
             obs, reward, terminated, truncated, _ = envs.step(action_space.to_env(action))
             returns += np.where(finished, 0.0, reward)
             finished |= terminated | truncated

@@ -64,6 +64,19 @@ class ActorCriticCore(snt.RNNCore):
     def recurrent(self) -> bool:
         return self._lstm is not None
 
+    def numpy_parts(self) -> Optional[dict]:
+        """The variables of each stage, for `networks.numpy_core`; None when the
+        torso is not an MLP over one vector observation."""
+        torso = self._torso.vector_mlp_layers()
+        if torso is None:
+            return None
+        # snt.LSTM keeps its weights in `_w_i`, `_w_h` (no public names).
+        lstm = None if self._lstm is None else (
+            self._lstm._w_i, self._lstm._w_h, self._lstm.b)
+        return {'torso': torso, 'lstm': lstm,
+                'policy_head': (self._policy_head.w, self._policy_head.b),
+                'baseline_head': (self._baseline_head.w, self._baseline_head.b)}
+
     def initial_state(self, batch_size: int, **unused) -> Any:
         if self._lstm is None:
             return ()

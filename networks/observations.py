@@ -78,6 +78,15 @@ class ObservationTorso(snt.Module):
                 parts.append(tf.reshape(o, [tf.shape(o)[0], int(np.prod(o.shape[1:]))]))
         return tf.concat(parts, -1)
 
+    def vector_mlp_layers(self) -> Optional[list]:
+        """The `(w, b)` Linear layers (ReLU after each) when the torso is an MLP over
+        one vector observation, else None (then only the TF path applies)."""
+        if not (isinstance(self._spec, tf.TensorSpec) and isinstance(self._net, torsos.MLP)
+                and isinstance(self._space, gym.spaces.Box)
+                and self._net.activation is tf.nn.relu):
+            return None
+        return [(layer.w, layer.b) for layer in self._net.layers]
+
     def __call__(self, observation: Any) -> tf.Tensor:
         if isinstance(self._spec, tf.TensorSpec) and not isinstance(self._space, gym.spaces.Discrete):
             return self._net(observation)

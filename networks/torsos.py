@@ -42,6 +42,14 @@ class MLP(snt.Module):
             for i, size in enumerate(hidden_sizes)
         ]
 
+    @property
+    def layers(self) -> list:
+        return list(self._layers)
+
+    @property
+    def activation(self) -> Activation:
+        return self._activation
+
     def __call__(self, observations: tf.Tensor) -> tf.Tensor:
         x = tf.cast(observations, tf.float32)
         if x.shape.rank == 1:  # [N] scalar observations -> [N, 1].

@@ -47,13 +47,13 @@ class SequenceWriter:
         self._num_envs = num_envs
         self._tables = tuple(tables)
         self._priority_fn = priority_fn or (lambda table: 1.0)
-        self._structure = trajectory.Sequence(steps=step_spec, core_state=core_state_spec)
         self._steps = [np.zeros((sequence_length, num_envs, *s.shape), s.dtype.as_numpy_dtype)
                        for s in tree.flatten(step_spec)]
         # The core state before each buffered step; row 0 starts the sequence.
         self._states = [np.zeros((sequence_length, num_envs, *s.shape), s.dtype.as_numpy_dtype)
                         for s in tree.flatten(core_state_spec)]
         self._t = 0
+        self._history = None
         self.sequences_written = 0
 
     def append(self, step: trajectory.Step, core_state: Any) -> bool:
@@ -84,8 +84,11 @@ class SequenceWriter:
         states = [buf[0] for buf in self._states]  # [B, ...]
         for b in range(self._num_envs):
             self._writer.append([x[b] for x in steps] + [x[b] for x in states])
-            columns = [column[-1] for column in self._writer.history]
-            item = tree.unflatten_as(self._structure, columns)
+            if self._history is None:  # the same column objects for the writer's life
+                self._history = self._writer.history
+            # Items are flat lists of columns in the signature's flattened order:
+            # the server checks them against the table signature.
+            item = [column[-1] for column in self._history]
             for table in self._tables:
                 self._writer.create_item(table, self._priority_fn(table), item)
         self.sequences_written += self._num_envs

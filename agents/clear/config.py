@@ -23,7 +23,7 @@ class CLEARConfig:
     # Returns.
     discounting: float = 0.99  # gamma
     reward_clipping: str = 'abs_one'  # 'abs_one', 'soft_asymmetric' or 'none'
-    reward_scaling: float = 1.0  # rewards are multiplied by this after clipping
+    reward_scaling: float = 0.1  # rewards are multiplied by this after clipping
     # Loss weights.
     baseline_cost: float = 0.5  # weight of 0.5 * (vs - V)^2
     entropy_cost: float = 0.01  # weight of the entropy bonus
@@ -31,7 +31,7 @@ class CLEARConfig:
     value_cloning_cost: float = 0.005  # weight of (V - V_mu)^2 on replayed rows
     clip_advantage: bool = False  # keep only positive advantages in the policy gradient
     # Optimiser (Adam).
-    learning_rate: float = 6e-4  # Adam step size
+    learning_rate: float = 1e-3  # Adam step size
     adam_beta1: float = 0.9  # Adam first-moment decay
     adam_beta2: float = 0.999  # Adam second-moment decay
     adam_epsilon: float = 1e-8  # Adam epsilon
