@@ -310,10 +310,10 @@ def test_cartpole_terminations(cartpole_run):
         # CartPole terminates when the pole angle exceeds 12 degrees or the cart leaves
         # [-2.4, 2.4]: the final observation in the placeholder shows it.
         angle, position = 12 * 2 * np.pi / 360, 2.4
-        final = steps.observation[placeholder]
-        assert np.all((np.abs(final[:, 2]) > angle - 1e-6) | (np.abs(final[:, 0]) > position - 1e-6))
-        before = steps.observation[real]
-        assert np.all((np.abs(before[:, 2]) <= angle + 1e-6) & (np.abs(before[:, 0]) <= position + 1e-6))
+        final = np.abs(steps.observation[placeholder])
+        assert np.all((final[:, 2] > angle - 1e-6) | (final[:, 0] > position - 1e-6))
+        before = np.abs(steps.observation[real])
+        assert np.all((before[:, 2] <= angle + 1e-6) & (before[:, 0] <= position + 1e-6))
 
 
 # --- (b) prev_action / prev_reward ------------------------------------------------
