@@ -6,6 +6,8 @@ has one (CartPole's steps 16 copies in numpy, ~2-3x faster than a
 default `NEXT_STEP` autoreset mode, which `replay.trajectory` documents.
 """
 
+import importlib
+
 import gymnasium as gym
 
 from networks.distributions import ActionSpace, UnsupportedSpaceError
@@ -17,8 +19,15 @@ class EnvironmentError_(ValueError):
 
 
 def check_env_id(env_id: str) -> None:
+    """Raises `EnvironmentError_` unless `env_id` (or `module:env_id`) is registered."""
+    module, _, name = env_id.rpartition(':')
+    if module:  # gymnasium's `module:Env-v0` form: importing the module registers it
+        try:
+            importlib.import_module(module)
+        except ImportError as e:
+            raise EnvironmentError_(f'cannot import {module!r} for environment {env_id!r}: {e}') from None
     try:
-        gym.spec(env_id)
+        gym.spec(name)
     except gym.error.Error as e:
         raise EnvironmentError_(f'unknown environment {env_id!r}: {e}') from None
 

@@ -17,8 +17,8 @@ from launch import config_flags, environments, registry, training  # noqa: E402
 
 flags.DEFINE_string('agent', 'clear', f'agent to train: one of {sorted(registry.AGENTS)}')
 flags.DEFINE_string('env', 'CartPole-v1', 'any gymnasium environment id')
-flags.DEFINE_integer('num_envs', 16, 'environments per actor, stepped together')
-flags.DEFINE_integer('num_steps', 200_000, 'environment-step budget')
+flags.DEFINE_integer('num_envs', 64, 'environments per actor, stepped together')
+flags.DEFINE_integer('num_steps', 300_000, 'environment-step budget')
 flags.DEFINE_integer('seed', 0, 'random seed (environments, sampling, initialisation)')
 flags.DEFINE_string('logdir', '/tmp/agents_run', 'TensorBoard logs, checkpoints, summary.json')
 flags.DEFINE_integer('eval_episodes', 20, 'greedy evaluation episodes at the end')

@@ -37,7 +37,7 @@ class CLEARConfig:
     adam_epsilon: float = 1e-8  # Adam epsilon
     clip_grad_norm: Optional[float] = 40.0  # global-norm clip; None or 0 disables
     # Network.
-    lstm_size: int = 128  # LSTM units; 0 makes the core feed-forward
+    lstm_size: int = 64  # LSTM units; 0 makes the core feed-forward
     hidden_sizes: tuple = (64, 64)  # MLP torso for vector observations
     torso: str = 'auto'  # 'auto', 'mlp', 'nature_cnn' or 'impala_resnet'
 
