@@ -69,7 +69,7 @@ def make_policy_step(core: ActorCriticCore, action_space: ActionSpace,
                      deterministic: bool = False) -> Callable:
     """The batched TF acting function: one core step and an action per environment."""
 
-    @tf.function
+    @tf.function(autograph=False)  # no tensor-dependent Python control flow; tracing is ~3x faster
     def policy_step(observation, prev_action, prev_reward, first, state):
         outputs, new_state = core(CoreInputs(observation, prev_action, prev_reward, first), state)
         params = outputs.policy_params
@@ -114,17 +114,6 @@ class Policy:
             return self._numpy.step(observation, prev_action, prev_reward, first, state)
         outputs = self._tf_step(observation, prev_action, prev_reward, first, state)
         return tf.nest.map_structure(lambda x: x.numpy(), outputs)
-
-
-def use_single_threaded_executor() -> None:
-    """Runs this thread's tf.functions on TF's single-threaded executor.
-
-    The actor's policy graph is tiny; handing each op to the inter-op thread
-    pool costs more than the op itself on a 2-core machine. Thread-local.
-    """
-    from tensorflow.python.eager import context  # no public API for this
-    context.context().function_call_options = context.FunctionCallOptions(
-        executor_type='SINGLE_THREADED_EXECUTOR')
 
 
 class Actor:

@@ -16,16 +16,18 @@ from absl import app, flags, logging  # noqa: E402
 from launch import config_flags, environments, registry, training  # noqa: E402
 
 flags.DEFINE_string('agent', 'clear', f'agent to train: one of {sorted(registry.AGENTS)}')
-flags.DEFINE_string('env', 'CartPole-v1', 'any gymnasium environment id')
-flags.DEFINE_integer('num_envs', 64, 'environments per actor, stepped together')
-flags.DEFINE_integer('num_steps', 300_000, 'environment-step budget')
-flags.DEFINE_integer('seed', 0, 'random seed (environments, sampling, initialisation)')
-flags.DEFINE_string('logdir', '/tmp/agents_run', 'TensorBoard logs, checkpoints, summary.json')
-flags.DEFINE_integer('eval_episodes', 20, 'greedy evaluation episodes at the end')
-flags.DEFINE_float('target_return', None,
+_DEFAULTS = training.RunOptions()
+flags.DEFINE_string('env', _DEFAULTS.env, 'any gymnasium environment id (or module:Env-v0)')
+flags.DEFINE_integer('num_envs', _DEFAULTS.num_envs, 'environments per actor, stepped together')
+flags.DEFINE_integer('num_steps', _DEFAULTS.num_steps, 'environment-step budget')
+flags.DEFINE_integer('seed', _DEFAULTS.seed, 'random seed (environments, sampling, initialisation)')
+flags.DEFINE_string('logdir', _DEFAULTS.logdir, 'TensorBoard logs, checkpoints, summary.json')
+flags.DEFINE_integer('eval_episodes', _DEFAULTS.eval_episodes, 'greedy evaluation episodes at the end')
+flags.DEFINE_float('target_return', _DEFAULTS.target_return,
                    'stop early once the last 20 training episodes average this return')
-flags.DEFINE_float('log_interval_s', 5.0, 'seconds between progress lines')
-flags.DEFINE_float('checkpoint_interval_s', 60.0, 'seconds between learner checkpoints')
+flags.DEFINE_float('log_interval_s', _DEFAULTS.log_interval_s, 'seconds between progress lines')
+flags.DEFINE_float('checkpoint_interval_s', _DEFAULTS.checkpoint_interval_s,
+                   'seconds between learner checkpoints')
 config_flags.define_flags([a.config_class for a in registry.AGENTS.values()])
 FLAGS = flags.FLAGS
 

@@ -36,8 +36,8 @@ class TrainingError(RuntimeError):
 class RunOptions:
     agent: str = 'clear'
     env: str = 'CartPole-v1'
-    num_envs: int = 16  # environments per actor, stepped together
-    num_steps: int = 500_000  # env-step budget
+    num_envs: int = 64  # environments per actor, stepped together
+    num_steps: int = 300_000  # env-step budget
     seed: int = 0
     logdir: str = '/tmp/agents_run'
     eval_episodes: int = 20
@@ -170,6 +170,7 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
             env_steps = start_env_steps + stats.env_steps
             if env_steps >= options.num_steps:
                 break
+            learner.set_progress(env_steps / options.num_steps)
             metrics = learner.step(next(iterator))
             learner_steps_this_run += 1
             step = int(learner.num_steps.numpy())

@@ -8,6 +8,7 @@ import dataclasses
 from typing import Optional
 
 REWARD_CLIPPINGS = ('abs_one', 'soft_asymmetric', 'none')
+LEARNING_RATE_SCHEDULES = ('linear', 'constant')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -32,6 +33,7 @@ class CLEARConfig:
     clip_advantage: bool = False  # keep only positive advantages in the policy gradient
     # Optimiser (Adam).
     learning_rate: float = 1e-3  # Adam step size
+    learning_rate_schedule: str = 'linear'  # 'linear' (to 0 at the env-step budget, as IMPALA) or 'constant'
     adam_beta1: float = 0.9  # Adam first-moment decay
     adam_beta2: float = 0.999  # Adam second-moment decay
     adam_epsilon: float = 1e-8  # Adam epsilon
@@ -45,6 +47,9 @@ class CLEARConfig:
         if self.reward_clipping not in REWARD_CLIPPINGS:
             raise ValueError(f'reward_clipping must be one of {REWARD_CLIPPINGS}, '
                              f'got {self.reward_clipping!r}')
+        if self.learning_rate_schedule not in LEARNING_RATE_SCHEDULES:
+            raise ValueError(f'learning_rate_schedule must be one of {LEARNING_RATE_SCHEDULES}, '
+                             f'got {self.learning_rate_schedule!r}')
         if not 0.0 <= self.replay_fraction <= 1.0:
             raise ValueError(f'replay_fraction must be in [0, 1], got {self.replay_fraction}')
         if self.batch_size < 1 or self.unroll_length < 1:

@@ -30,15 +30,23 @@ class CLEARLearner(tf.Module):
         self.core = core
         self.config = config
         self._action_space = action_space
+        # A variable, so the launcher can anneal it without retracing the step.
+        self.learning_rate = tf.Variable(config.learning_rate, dtype=tf.float32,
+                                         trainable=False, name='learning_rate')
         self.optimizer = snt.optimizers.Adam(
-            learning_rate=config.learning_rate, beta1=config.adam_beta1,
+            learning_rate=self.learning_rate, beta1=config.adam_beta1,
             beta2=config.adam_beta2, epsilon=config.adam_epsilon)
         self.num_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_steps')
         # Fresh (non-replayed) environment frames consumed, as in the seed.
         self.num_env_frames = tf.Variable(0, dtype=tf.int64, trainable=False,
                                           name='num_env_frames')
 
-    @tf.function
+    def set_progress(self, fraction: float) -> None:
+        """Anneals the learning rate: `fraction` of the env-step budget is done."""
+        if self.config.learning_rate_schedule == 'linear':
+            self.learning_rate.assign(self.config.learning_rate * max(0.0, 1.0 - fraction))
+
+    @tf.function(autograph=False)  # no tensor-dependent Python control flow; tracing is ~3x faster
     def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
         """One update. Returns scalar metrics (the TensorBoard names)."""
         config = self.config
@@ -100,7 +108,7 @@ class CLEARLearner(tf.Module):
             'loss/value_cloning': value_cloning,
             'loss/total_loss': total,
             'grad_norm': grad_norm,
-            'learning_rate': tf.constant(config.learning_rate, tf.float32),
+            'learning_rate': tf.identity(self.learning_rate),
             'entropy_cost': tf.constant(config.entropy_cost, tf.float32),
             'mean_rho': tf.reduce_sum(mask_t * tf.exp(log_pi_t - steps.behaviour_log_prob[:-1]))
                         / tf.maximum(tf.reduce_sum(mask_t), 1.0),

@@ -107,10 +107,13 @@ def test_placeholder_steps_contribute_nothing():
                                    rtol=1e-5, err_msg=name)
 
 
-def test_a_step_reduces_the_loss_on_a_fixed_batch():
-    learner, core, space = make_learner(learning_rate=1e-2, entropy_cost=0.0)
+def test_steps_fit_the_baseline_to_rewards_without_discounting():
+    # With discount 0 the V-trace target is the (scaled) reward itself, a fixed
+    # regression target (with discounting, bootstrapping on a fixed random batch
+    # need not converge).
+    learner, core, space = make_learner(learning_rate=1e-2, entropy_cost=0.0, discounting=0.0)
     batch = make_batch(core, space, num_replayed=0)
     first = float(learner.step(batch)['loss/baseline'].numpy())
     for _ in range(30):
         last = float(learner.step(batch)['loss/baseline'].numpy())
-    assert last < 0.5 * first
+    assert last < 0.2 * first
