@@ -54,42 +54,50 @@ def make_batch(core, action_space, num_replayed, seed=0, on_policy=True):
     return Batch(trajectory.Sequence(steps, state), replayed)
 
 
+@pytest.fixture(scope='module')
+def shared():
+    """One recurrent learner for the tests that only read metrics (tracing is slow)."""
+    return make_learner()
+
+
 @pytest.mark.parametrize('lstm_size', [8, 0])
-def test_every_metric_is_a_finite_scalar(lstm_size):
-    learner, core, space = make_learner(lstm_size)
+def test_every_metric_is_a_finite_scalar(lstm_size, shared):
+    learner, core, space = shared if lstm_size else make_learner(lstm_size)
+    steps_before = int(learner.num_steps.numpy())
     metrics = learner.step(make_batch(core, space, num_replayed=2))
     for name in METRICS:
         assert metrics[name].shape == (), name
         assert np.isfinite(metrics[name].numpy()), name
-    assert int(learner.num_steps.numpy()) == 1
+    assert int(learner.num_steps.numpy()) == steps_before + 1
 
 
-def test_cloning_losses_vanish_without_replayed_rows():
-    learner, core, space = make_learner()
+def test_cloning_losses_vanish_without_replayed_rows(shared):
+    learner, core, space = shared
     metrics = learner.step(make_batch(core, space, num_replayed=0))
     assert metrics['loss/policy_cloning'].numpy() == 0.0
     assert metrics['loss/value_cloning'].numpy() == 0.0
 
 
-def test_cloning_losses_vanish_when_behaviour_equals_current():
-    learner, core, space = make_learner()
+def test_cloning_losses_vanish_when_behaviour_equals_current(shared):
+    learner, core, space = shared
     metrics = learner.step(make_batch(core, space, num_replayed=B))
     np.testing.assert_allclose(metrics['loss/policy_cloning'].numpy(), 0.0, atol=1e-5)
     np.testing.assert_allclose(metrics['loss/value_cloning'].numpy(), 0.0, atol=1e-8)
 
 
-def test_cloning_losses_positive_with_stale_behaviour():
-    learner, core, space = make_learner()
+def test_cloning_losses_positive_with_stale_behaviour(shared):
+    learner, core, space = shared
     batch = make_batch(core, space, num_replayed=2, on_policy=False)  # mu: logits 0, V_mu 0
     metrics = learner.step(batch)
     assert metrics['loss/policy_cloning'].numpy() > 0
     assert metrics['loss/value_cloning'].numpy() > 0
 
 
-def test_env_frames_count_fresh_rows_only():
-    learner, core, space = make_learner()
+def test_env_frames_count_fresh_rows_only(shared):
+    learner, core, space = shared
+    before = int(learner.num_env_frames.numpy())
     learner.step(make_batch(core, space, num_replayed=3))
-    assert int(learner.num_env_frames.numpy()) == T * (B - 3)
+    assert int(learner.num_env_frames.numpy()) - before == T * (B - 3)
 
 
 def test_placeholder_steps_contribute_nothing():
@@ -107,11 +115,20 @@ def test_placeholder_steps_contribute_nothing():
                                    rtol=1e-5, err_msg=name)
 
 
+def test_linear_learning_rate_schedule(shared):
+    learner, _, _ = shared
+    learner.set_progress(0.25)
+    np.testing.assert_allclose(learner.learning_rate.numpy(), 0.75 * learner.config.learning_rate)
+    learner.set_progress(2.0)
+    assert learner.learning_rate.numpy() == 0.0
+    learner.set_progress(0.0)
+
+
 def test_steps_fit_the_baseline_to_rewards_without_discounting():
     # With discount 0 the V-trace target is the (scaled) reward itself, a fixed
     # regression target (with discounting, bootstrapping on a fixed random batch
     # need not converge).
-    learner, core, space = make_learner(learning_rate=1e-2, entropy_cost=0.0, discounting=0.0)
+    learner, core, space = make_learner(0, learning_rate=1e-2, entropy_cost=0.0, discounting=0.0)
     batch = make_batch(core, space, num_replayed=0)
     first = float(learner.step(batch)['loss/baseline'].numpy())
     for _ in range(30):
