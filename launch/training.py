@@ -17,7 +17,7 @@ import reverb
 import tensorflow as tf
 from absl import logging
 
-from launch import environments, evaluation, registry
+from launch import environments, evaluation, export, registry
 from launch.actor import Actor, EpisodeStats
 from networks.cores import CoreInputs
 from networks.observations import observation_spec
@@ -26,6 +26,9 @@ from replay import tables as tables_lib
 from replay import trajectory
 from replay.variables import VariableFetcher, VariablePublisher
 from replay.writer import SequenceWriter
+
+
+RUN_CONFIG = 'run_config.json'  # agent, env and config of a run, written at its start
 
 
 class TrainingError(RuntimeError):
@@ -61,10 +64,23 @@ def _create_variables(core, obs_spec, action_space) -> None:
     core.unroll(inputs, core.initial_state(1))
 
 
+def _export(core, action_space, obs_space, options: RunOptions) -> Optional[str]:
+    """The final policy as `<logdir>/saved_model`; None (with a warning) if unsupported."""
+    path = os.path.join(options.logdir, 'saved_model')
+    try:
+        return export.export_policy(core, action_space, obs_space, options.env, path)
+    except export.ExportError as e:
+        logging.warning('no SavedModel: %s', e)
+        return None
+
+
 def train(options: RunOptions, config: Any) -> Dict[str, Any]:
     """Trains in one process; returns the summary (also written to summary.json)."""
     agent = registry.get(options.agent)
     os.makedirs(options.logdir, exist_ok=True)
+    with open(os.path.join(options.logdir, RUN_CONFIG), 'w') as f:
+        json.dump({'agent': options.agent, 'env': options.env,
+                   'config': dataclasses.asdict(config)}, f, indent=2)
     tf.random.set_seed(options.seed)
     np.random.seed(options.seed)
 
@@ -126,7 +142,8 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
         try:
             actor.run(stop_event.is_set)
         except Exception as e:  # surfaced in the main thread
-            actor_error.append(e)
+            if not stop_event.is_set():  # after a stop, errors come from the server going away
+                actor_error.append(e)
             stop_event.set()
 
     dataset = dataset_lib.mixed_dataset(address, signature, config.batch_size,
@@ -196,9 +213,14 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
                 last_checkpoint = now
                 save()
     finally:
+        # The actor may be blocked on a full queue, and the learner's prefetch on
+        # an empty one; stopping the server releases both (in-flight work fails,
+        # which no longer matters), so the process never hangs on the way out.
         stop_event.set()
+        thread.join(timeout=2)
+        iterator = None
+        server.stop()
         thread.join(timeout=30)
-        writer.close()
     if actor_error:
         raise actor_error[0]
     wall_time = time.time() - start
@@ -208,6 +230,7 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
         learner_core, action_space, options.env, options.eval_episodes,
         seed=options.seed + 10_000)
     mean_return, _, _ = stats.recent(20)
+    saved_model = _export(learner_core, action_space, obs_space, options)
     summary = {
         'agent': options.agent,
         'env': options.env,
@@ -221,12 +244,11 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
         'eval_return_mean': eval_mean,
         'eval_return_std': eval_std,
         'eval_episodes': options.eval_episodes,
-        'saved_model': None,
+        'saved_model': saved_model,
         'seed': options.seed,
         'config': dataclasses.asdict(config),
     }
     with open(os.path.join(options.logdir, 'summary.json'), 'w') as f:
         json.dump(summary, f, indent=2)
-    server.stop()
     envs.close()
     return summary

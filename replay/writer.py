@@ -29,7 +29,9 @@ class SequenceWriter:
                  num_envs: int,
                  sequence_length: int,
                  tables: SequenceT[str],
-                 priority_fn: Optional[Callable[[str], float]] = None):
+                 priority_fn: Optional[Callable[[str], float]] = None,
+                 max_pending_sequences: int = 16,
+                 pending_timeout_ms: int = 1000):
         """Args:
           client: a Reverb client.
           step_spec: `Step` of specs (no leading dims).
@@ -38,6 +40,8 @@ class SequenceWriter:
           sequence_length: L >= 2; consecutive sequences overlap by one step.
           tables: tables each sequence is inserted into.
           priority_fn: table name -> priority of a new item (default 1.0).
+          max_pending_sequences: sequences written between brief flushes.
+          pending_timeout_ms: how long such a flush may wait.
         """
         if sequence_length < 2:
             raise ValueError(f'sequence_length must be >= 2 (the last step bootstraps), got {sequence_length}')
@@ -47,6 +51,8 @@ class SequenceWriter:
         self._num_envs = num_envs
         self._tables = tuple(tables)
         self._priority_fn = priority_fn or (lambda table: 1.0)
+        self._max_pending = max(1, max_pending_sequences)
+        self._pending_timeout_ms = pending_timeout_ms
         self._steps = [np.zeros((sequence_length, num_envs, *s.shape), s.dtype.as_numpy_dtype)
                        for s in tree.flatten(step_spec)]
         # The core state before each buffered step; row 0 starts the sequence.
@@ -91,7 +97,18 @@ class SequenceWriter:
             item = [column[-1] for column in self._history]
             for table in self._tables:
                 self._writer.create_item(table, self._priority_fn(table), item)
+            if (b + 1) % self._max_pending == 0 and b + 1 < self._num_envs:
+                self._flush_briefly()
         self.sequences_written += self._num_envs
+
+    def _flush_briefly(self):
+        # Keeps the writer's pending items bounded (Reverb warns above ~100) when
+        # many environments finish a sequence at once. When a full `queue` holds
+        # items back, go on: the caller's flush after the round waits for them.
+        try:
+            self._writer.flush(timeout_ms=self._pending_timeout_ms)
+        except reverb.errors.DeadlineExceededError:
+            pass
 
     def flush(self, timeout_ms: Optional[int] = None):
         """Blocks until all items are sent; raises `reverb.DeadlineExceededError` on timeout."""

@@ -1,0 +1,108 @@
+"""Runs episodes from an exported SavedModel alone (TensorFlow, gymnasium, numpy).
+
+`python launch/evaluate.py --saved_model=DIR --env=ID --episodes=N [--video_dir=DIR]`
+prints the mean and std of the returns as JSON. It imports nothing from this
+library, so it is also an example of serving the SavedModel elsewhere.
+Bad input (not a SavedModel, an environment whose spaces do not match the
+model's specs) ends with one `error:` line and exit status 1.
+"""
+
+import json
+import os
+import sys
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
+import tensorflow as tf  # noqa: E402
+from absl import app, flags  # noqa: E402
+
+flags.DEFINE_string('saved_model', None, 'directory written by launch/export.py')
+flags.DEFINE_string('env', None, 'gymnasium id (default: the one recorded in the model)')
+flags.DEFINE_integer('episodes', 10, 'episodes to run')
+flags.DEFINE_integer('seed', 0, 'seed of the first episode (episode i uses seed + i)')
+flags.DEFINE_bool('deterministic', True, 'greedy / mean actions (else sampled)')
+flags.DEFINE_string('video_dir', None, 'record videos here (environments rendering rgb_array)')
+FLAGS = flags.FLAGS
+
+
+class EvaluationError(ValueError):
+    pass
+
+
+def load(saved_model: str):
+    """(loaded model, specs dict); raises EvaluationError for anything else."""
+    if not tf.saved_model.contains_saved_model(saved_model or ''):
+        raise EvaluationError(f'{saved_model!r} is not a SavedModel directory')
+    model = tf.saved_model.load(saved_model)
+    if 'specs' not in model.signatures:
+        raise EvaluationError(f'{saved_model!r} is a SavedModel without a policy `specs` signature')
+    specs = json.loads(model.signatures['specs']()['specs'].numpy().decode())
+    return model, specs
+
+
+def check_env(env: gym.Env, specs: dict) -> None:
+    observation = env.observation_space
+    shape = list(getattr(observation, 'shape', None) or [])
+    if shape != specs['observation']['shape']:
+        raise EvaluationError(
+            f'the environment observes {observation} but the policy expects shape '
+            f'{specs["observation"]["shape"]} (exported for {specs["env"]})')
+    action_shape = list(env.action_space.shape or [])
+    if action_shape != specs['action']['shape']:
+        raise EvaluationError(f'the environment acts in {env.action_space} but the policy '
+                              f'outputs {specs["action"]["space"]}')
+
+
+def run_episodes(model, specs: dict, env: gym.Env, episodes: int, seed: int,
+                 deterministic: bool = True) -> np.ndarray:
+    """One environment, episodes one after another, batch size 1. Returns the returns."""
+    step = model.signatures['step_deterministic' if deterministic else 'step']
+    obs_dtype = tf.as_dtype(specs['observation']['dtype'])
+    action_dtype = tf.as_dtype(specs['action']['dtype'])
+    returns = []
+    for episode in range(episodes):
+        observation, _ = env.reset(seed=seed + episode)
+        inputs = dict(model.signatures['initial_state'](batch_size=tf.constant(1)))
+        inputs['prev_action'] = tf.zeros([1, *specs['action']['shape']], action_dtype)
+        inputs['prev_reward'] = tf.zeros([1], tf.float32)
+        total, done = 0.0, False
+        while not done:
+            inputs['observation'] = tf.constant(np.asarray(observation)[None], obs_dtype)
+            outputs = step(**inputs)
+            action = outputs.pop('action')
+            observation, reward, terminated, truncated, _ = env.step(action.numpy()[0])
+            total += float(reward)
+            done = terminated or truncated
+            inputs.update(outputs)
+            inputs['prev_action'] = action
+            inputs['prev_reward'] = tf.constant([reward], tf.float32)
+        returns.append(total)
+    return np.asarray(returns)
+
+
+def main(argv):
+    del argv
+    try:
+        model, specs = load(FLAGS.saved_model)
+        env_id = FLAGS.env or specs['env']
+        try:
+            env = gym.make(env_id, render_mode='rgb_array' if FLAGS.video_dir else None)
+        except gym.error.Error as e:
+            raise EvaluationError(f'cannot make environment {env_id!r}: {e}') from None
+        check_env(env, specs)
+        if FLAGS.video_dir:
+            env = gym.wrappers.RecordVideo(env, FLAGS.video_dir, episode_trigger=lambda i: True)
+        returns = run_episodes(model, specs, env, FLAGS.episodes, FLAGS.seed, FLAGS.deterministic)
+        env.close()
+    except EvaluationError as e:
+        print(f'error: {e}', file=sys.stderr)
+        sys.exit(1)
+    print(json.dumps({'env': env_id, 'episodes': FLAGS.episodes,
+                      'return_mean': float(returns.mean()), 'return_std': float(returns.std()),
+                      'returns': returns.tolist()}))
+
+
+if __name__ == '__main__':
+    app.run(main)

@@ -1,0 +1,217 @@
+"""SavedModel export of a trained policy, loadable with TensorFlow alone.
+
+`python launch/export.py --logdir=DIR [--checkpoint=PATH] --output=DIR`
+exports from a run's checkpoint; `launch/training.py` exports every run's
+final policy to `<logdir>/saved_model`.
+
+Signatures (all batched; names are the inputs' and outputs' keys):
+
+- `initial_state(batch_size: int32 [])` -> `state_0 ... state_K`: the core's
+  recurrent state (a feed-forward policy has one `[B, 0]` placeholder, so
+  every signature has the same shape of interface);
+- `step(observation, prev_action, prev_reward, state_0 ... state_K)` ->
+  `action`, `state_0 ... state_K`: samples an action;
+- `step_deterministic(...)`: the same with the greedy / mean action;
+- `specs()` -> `specs`: a JSON string with the environment id and the
+  observation, action and state shapes and dtypes (also written as the asset
+  `assets/specs.json`), so a caller can check shapes.
+
+Actions and `prev_action` are in the environment's format (`Discrete`: the
+integer including `start`; `MultiDiscrete`: the integer array; `Box`: the
+float array clipped to the bounds). At an episode's first step pass the
+initial state, zero `prev_action` and `prev_reward`, which is what the
+library's core sees there. Observations must be one tensor (a `Box` or
+`Discrete` space) and actions one `Discrete`, `MultiDiscrete` or `Box`.
+"""
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+from typing import Any, Dict
+
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
+from networks.cores import ActorCriticCore, CoreInputs
+from networks.distributions import ActionSpace
+from networks.observations import observation_spec
+
+
+class ExportError(ValueError):
+    """A policy this exporter cannot write."""
+
+
+def _check_exportable(observation_space: gym.Space, action_space: gym.Space) -> None:
+    if not isinstance(observation_space, (gym.spaces.Box, gym.spaces.Discrete)):
+        raise ExportError(f'export needs a Box or Discrete observation space, got {observation_space}')
+    if not isinstance(action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete,
+                                     gym.spaces.Box)):
+        raise ExportError('export needs a Discrete, MultiDiscrete or Box action space, '
+                          f'got {action_space}')
+
+
+def _concrete(fn, *args, **kwargs):
+    return tf.function(fn, autograph=False).get_concrete_function(*args, **kwargs)
+
+
+class ExportedPolicy(tf.Module):
+    """The thin module that is saved: the core's variables and four functions."""
+
+    def __init__(self, core: ActorCriticCore, action_space: ActionSpace,
+                 observation_space: gym.Space, env_id: str):
+        super().__init__(name='policy')
+        _check_exportable(observation_space, action_space.space)
+        self._core = core
+        self._actions = action_space
+        space = action_space.space
+        self._space = space
+        obs = observation_spec(observation_space)
+        self._state_structure = core.initial_state(1)
+        flat_state = tf.nest.flatten(self._state_structure)
+        self._state_specs = ([tf.TensorSpec([None, *s.shape[1:]], s.dtype) for s in flat_state]
+                             or [tf.TensorSpec([None, 0], tf.float32)])
+        env_dtype = tf.as_dtype(space.dtype)
+        env_shape = () if isinstance(space, gym.spaces.Discrete) else tuple(space.shape)
+        self._action_spec = tf.TensorSpec([None, *env_shape], env_dtype, name='action')
+        self.specs_json = json.dumps({
+            'env': env_id,
+            'observation': {'shape': list(obs.shape), 'dtype': obs.dtype.name},
+            'action': {'space': repr(space), 'shape': list(env_shape), 'dtype': env_dtype.name},
+            'state': [{'shape': list(s.shape[1:]), 'dtype': s.dtype.name}
+                      for s in self._state_specs],
+        })
+        inputs = {
+            'observation': tf.TensorSpec([None, *obs.shape], obs.dtype, name='observation'),
+            'prev_action': tf.TensorSpec([None, *env_shape], env_dtype, name='prev_action'),
+            'prev_reward': tf.TensorSpec([None], tf.float32, name='prev_reward'),
+            **{f'state_{i}': tf.TensorSpec(s.shape, s.dtype, name=f'state_{i}')
+               for i, s in enumerate(self._state_specs)},
+        }
+        self.step = _concrete(lambda **kw: self._step(False, **kw), **inputs)
+        self.step_deterministic = _concrete(lambda **kw: self._step(True, **kw), **inputs)
+        self.initial_state = _concrete(self._initial_state,
+                                       tf.TensorSpec([], tf.int32, name='batch_size'))
+        specs = self.specs_json
+        self.specs = _concrete(lambda: {'specs': tf.constant(specs)})
+
+    def _initial_state(self, batch_size: tf.Tensor) -> Dict[str, tf.Tensor]:
+        flat = tf.nest.flatten(self._core.initial_state(batch_size))
+        if not flat:
+            flat = [tf.zeros([batch_size, 0], tf.float32)]
+        return {f'state_{i}': s for i, s in enumerate(flat)}
+
+    def _to_leaves(self, env_action: tf.Tensor):
+        """Environment-format actions -> the library's per-leaf actions."""
+        space = self._space
+        if isinstance(space, gym.spaces.Discrete):
+            return (tf.cast(env_action - int(space.start), tf.int32),)
+        if isinstance(space, gym.spaces.MultiDiscrete):
+            batch = tf.shape(env_action)[0]
+            flat = tf.reshape(env_action, [batch, -1]) - np.asarray(space.start).ravel()
+            return tuple(tf.cast(flat[:, i], tf.int32) for i in range(len(self._actions.leaves)))
+        return (tf.reshape(tf.cast(env_action, tf.float32), [tf.shape(env_action)[0], -1]),)
+
+    def _to_env(self, leaves) -> tf.Tensor:
+        space = self._space
+        dtype = self._action_spec.dtype
+        if isinstance(space, gym.spaces.Discrete):
+            return tf.cast(leaves[0], dtype) + int(space.start)
+        if isinstance(space, gym.spaces.MultiDiscrete):
+            flat = tf.stack(leaves, -1) + np.asarray(space.start, np.int32).ravel()
+            return tf.cast(tf.reshape(flat, [-1, *space.nvec.shape]), dtype)
+        action = tf.reshape(leaves[0], [-1, *space.shape])
+        return tf.cast(tf.clip_by_value(action, space.low, space.high), dtype)
+
+    def _step(self, deterministic: bool, observation, prev_action, prev_reward, **state):
+        flat_state = [state[f'state_{i}'] for i in range(len(self._state_specs))]
+        structure = tf.nest.pack_sequence_as(
+            self._state_structure, flat_state[:len(tf.nest.flatten(self._state_structure))])
+        first = tf.zeros(tf.shape(prev_reward), tf.bool)
+        outputs, new_state = self._core(
+            CoreInputs(observation, self._to_leaves(prev_action), prev_reward, first), structure)
+        params = outputs.policy_params
+        leaves = self._actions.mode(params) if deterministic else self._actions.sample(params)
+        new_flat = tf.nest.flatten(new_state) or flat_state
+        return {'action': self._to_env(leaves),
+                **{f'state_{i}': s for i, s in enumerate(new_flat)}}
+
+
+def export_policy(core: ActorCriticCore, action_space: ActionSpace,
+                  observation_space: gym.Space, env_id: str, output_dir: str) -> str:
+    """Writes the SavedModel to `output_dir` (replaced atomically); returns the path."""
+    module = ExportedPolicy(core, action_space, observation_space, env_id)
+    parent = os.path.dirname(os.path.abspath(output_dir)) or '.'
+    os.makedirs(parent, exist_ok=True)
+    staging = tempfile.mkdtemp(prefix='.saved_model_', dir=parent)
+    specs_path = os.path.join(staging, 'specs.json')
+    with open(specs_path, 'w') as f:
+        f.write(module.specs_json)
+    module.specs_asset = tf.saved_model.Asset(specs_path)
+    tf.saved_model.save(module, os.path.join(staging, 'model'), signatures={
+        'initial_state': module.initial_state,
+        'step': module.step,
+        'step_deterministic': module.step_deterministic,
+        'specs': module.specs,
+    })
+    if os.path.exists(output_dir):
+        shutil.rmtree(output_dir)
+    os.replace(os.path.join(staging, 'model'), output_dir)
+    shutil.rmtree(staging)
+    return output_dir
+
+
+def restore_core(logdir: str, checkpoint_path: str = None):
+    """Rebuilds a run's learner from `<logdir>/run_config.json` and restores a checkpoint.
+
+    Returns (core, action space, observation space, env id).
+    """
+    from launch import environments, registry, training  # wiring lives in launch
+
+    config_path = os.path.join(logdir, training.RUN_CONFIG)
+    if not os.path.exists(config_path):
+        raise ExportError(f'{logdir!r} has no {training.RUN_CONFIG}: not a run directory')
+    with open(config_path) as f:
+        run = json.load(f)
+    agent = registry.get(run['agent'])
+    config = agent.config_class(**{k: tuple(v) if isinstance(v, list) else v
+                                   for k, v in run['config'].items()})
+    envs = environments.make_vector_env(run['env'], 1, 0)
+    action_space = environments.check_spaces(run['env'], envs)
+    obs_space = envs.single_observation_space
+    envs.close()
+    core = agent.build_core(obs_space, action_space, config)
+    training._create_variables(core, observation_spec(obs_space), action_space)
+    learner = agent.build_learner(core, action_space, config)
+    checkpoint_path = checkpoint_path or tf.train.latest_checkpoint(
+        os.path.join(logdir, 'checkpoints'))
+    if not checkpoint_path:
+        raise ExportError(f'no checkpoint in {logdir!r}/checkpoints')
+    try:
+        tf.train.Checkpoint(learner=learner).restore(checkpoint_path).expect_partial()
+    except (tf.errors.OpError, ValueError, AssertionError) as e:
+        raise ExportError(f'cannot restore {checkpoint_path}: {str(e).splitlines()[0]}') from None
+    return core, action_space, obs_space, run['env']
+
+
+def main(argv):
+    del argv
+    from absl import flags
+    FLAGS = flags.FLAGS
+    try:
+        core, action_space, obs_space, env_id = restore_core(FLAGS.logdir, FLAGS.checkpoint)
+        path = export_policy(core, action_space, obs_space, env_id, FLAGS.output)
+    except ValueError as e:
+        print(f'error: {e}', file=sys.stderr)
+        sys.exit(1)
+    print(path)
+
+
+if __name__ == '__main__':
+    from absl import app, flags
+    flags.DEFINE_string('logdir', None, 'a run directory (launch/run.py --logdir)', required=True)
+    flags.DEFINE_string('checkpoint', None, 'checkpoint path (default: the latest in logdir)')
+    flags.DEFINE_string('output', None, 'where to write the SavedModel', required=True)
+    app.run(main)

@@ -1,0 +1,151 @@
+"""CLEAR solves CartPole within a bounded budget; its SavedModel acts the same
+in a Python that never imports this library."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from agents.clear.config import CLEARConfig
+from launch import export, training
+from launch.actor import Policy
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SEEDS = [100, 101, 102]
+
+
+@pytest.fixture(scope='module')
+def trained(tmp_path_factory):
+    logdir = tmp_path_factory.mktemp('cartpole')
+    # The defaults of `python launch/run.py --agent=clear` (300k env steps), one seed.
+    options = training.RunOptions(seed=1, logdir=str(logdir), log_interval_s=1000.0)
+    summary = training.train(options, CLEARConfig())
+    return summary, str(logdir)
+
+
+def test_clear_solves_cartpole_within_budget(trained):
+    summary, _ = trained
+    assert summary['eval_return_mean'] >= 475.0, summary
+    assert summary['eval_episodes'] == 20
+    assert summary['env_steps'] <= 301_000
+
+
+def library_greedy_returns(core, action_space, env_id, seeds):
+    """In-library greedy returns, one environment, batch size 1, episode i on seeds[i]."""
+    policy = Policy(core, action_space, seed=0, deterministic=True)
+    env = gym.make(env_id)
+    returns = []
+    for seed in seeds:
+        obs, _ = env.reset(seed=seed)
+        state = policy.initial_state(1)
+        prev_action = tuple(np.zeros([1, *s.shape], s.dtype.as_numpy_dtype)
+                            for s in action_space.action_specs())
+        prev_reward, first, total, done = np.zeros([1], np.float32), np.ones([1], bool), 0.0, False
+        while not done:
+            action, _, _, _, state = policy(np.asarray(obs, np.float32)[None], prev_action,
+                                            prev_reward, first, state)
+            obs, reward, terminated, truncated, _ = env.step(action_space.to_env(action)[0])
+            total += reward
+            done = terminated or truncated
+            prev_action, prev_reward = action, np.array([reward], np.float32)
+            first = np.zeros([1], bool)
+        returns.append(total)
+    return returns
+
+
+STANDALONE = textwrap.dedent('''
+    import json, sys
+    import gymnasium as gym
+    import numpy as np
+    import tensorflow as tf
+
+    path, env_id, seeds = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    model = tf.saved_model.load(path)
+    specs = json.loads(model.signatures['specs']()['specs'].numpy().decode())
+    step = model.signatures['step_deterministic']
+    env = gym.make(env_id)
+    returns = []
+    for seed in seeds:
+        obs, _ = env.reset(seed=seed)
+        inputs = dict(model.signatures['initial_state'](batch_size=tf.constant(1)))
+        inputs['prev_action'] = tf.zeros([1], tf.as_dtype(specs['action']['dtype']))
+        inputs['prev_reward'] = tf.zeros([1], tf.float32)
+        total, done = 0.0, False
+        while not done:
+            inputs['observation'] = tf.constant(np.asarray(obs, np.float32)[None])
+            out = step(**inputs)
+            action = out.pop('action')
+            obs, reward, terminated, truncated, _ = env.step(int(action.numpy()[0]))
+            total += reward
+            done = terminated or truncated
+            inputs.update(out)
+            inputs['prev_action'] = action
+            inputs['prev_reward'] = tf.constant([reward], tf.float32)
+        returns.append(total)
+    library = sorted(m for m in sys.modules if m.split('.')[0] in ('agents', 'networks', 'replay', 'launch'))
+    print(json.dumps({'returns': returns, 'library_modules': library}))
+''')
+
+
+def test_saved_model_returns_equal_library_returns_without_the_library(trained, tmp_path):
+    summary, logdir = trained
+    assert summary['saved_model'] == os.path.join(logdir, 'saved_model')
+    core, action_space, _, env_id = export.restore_core(logdir)
+    expected = library_greedy_returns(core, action_space, env_id, SEEDS)
+    script = tmp_path / 'standalone.py'
+    script.write_text(STANDALONE)
+    result = subprocess.run(
+        [sys.executable, str(script), summary['saved_model'], env_id, json.dumps(SEEDS)],
+        capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = json.loads(result.stdout.strip().splitlines()[-1])
+    assert output['library_modules'] == []
+    assert output['returns'] == expected
+    assert np.mean(expected) >= 400  # the trained policy, not an untrained one
+
+
+def test_export_cli_and_saved_model_cli(trained, tmp_path):
+    _, logdir = trained
+    out = tmp_path / 'exported'
+    result = subprocess.run(
+        [sys.executable, os.path.join(ROOT, 'launch', 'export.py'), f'--logdir={logdir}',
+         f'--output={out}'], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    shown = subprocess.run(['saved_model_cli', 'show', '--dir', str(out), '--all'],
+                           capture_output=True, text=True, timeout=300)
+    assert shown.returncode == 0, shown.stderr[-2000:]
+    for name in ["signature_def['initial_state']", "signature_def['step']",
+                 "signature_def['step_deterministic']", "inputs['observation']",
+                 "inputs['prev_action']", "inputs['prev_reward']", "inputs['state_0']",
+                 "outputs['action']", "inputs['batch_size']"]:
+        assert name in shown.stdout, name
+
+
+def run_evaluate(args):
+    return subprocess.run([sys.executable, os.path.join(ROOT, 'launch', 'evaluate.py'), *args],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_evaluate_cli_runs_the_saved_model(trained):
+    summary, _ = trained
+    result = run_evaluate([f'--saved_model={summary["saved_model"]}', '--episodes=2'])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1])['return_mean'] >= 400
+
+
+@pytest.mark.parametrize('make_args,message', [
+    (lambda saved, tmp: [f'--saved_model={tmp}'], 'is not a SavedModel'),
+    (lambda saved, tmp: [f'--saved_model={saved}', '--env=Acrobot-v1'], 'policy expects shape'),
+])
+def test_evaluate_bad_input(trained, tmp_path, make_args, message):
+    summary, _ = trained
+    result = run_evaluate(make_args(summary['saved_model'], tmp_path))
+    assert result.returncode == 1
+    errors = [l for l in result.stderr.splitlines() if l.startswith('error:')]
+    assert len(errors) == 1 and message in errors[0], result.stderr[-2000:]
