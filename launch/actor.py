@@ -21,7 +21,7 @@ import tensorflow as tf
 from networks.cores import ActorCriticCore, CoreInputs
 from networks.distributions import ActionSpace
 from networks.numpy_core import NumpyCore
-from networks.observations import to_numpy
+from networks.observations import numpy_caster
 from replay.trajectory import Step
 from replay.variables import VariableFetcher
 from replay.writer import SequenceWriter
@@ -137,7 +137,7 @@ class Actor:
         self._seed = seed
         self.stats = stats or EpisodeStats()
         self._num_envs = envs.num_envs
-        self._obs_space = envs.single_observation_space
+        self._cast = numpy_caster(envs.single_observation_space)
         self.policy = Policy(core, action_space, seed, deterministic, use_numpy)
         self._recent_actions = collections.deque(maxlen=64)  # for histograms
 
@@ -145,7 +145,7 @@ class Actor:
         """Acts until `stop()` is true (checked once per step)."""
         B = self._num_envs
         obs, _ = self._envs.reset(seed=self._seed)
-        obs = to_numpy(self._obs_space, obs)
+        obs = self._cast(obs)
         state = self.policy.initial_state(B)
         prev_action = tuple(np.zeros([B, *s.shape], s.dtype.as_numpy_dtype)
                             for s in self._action_space.action_specs())
@@ -191,7 +191,7 @@ class Actor:
             # The placeholder step's env.step resets the environment: next is `first`.
             first = placeholder
             placeholder = done
-            obs = to_numpy(self._obs_space, next_obs)
+            obs = self._cast(next_obs)
             state = new_state
             prev_action, prev_reward = action, reward
 

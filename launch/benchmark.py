@@ -85,12 +85,12 @@ class Setup:
         obs_spec = observation_spec(obs_space)
         self.actor_core = agent.build_core(obs_space, self.action_space, config)
         learner_core = agent.build_core(obs_space, self.action_space, config)
-        training._create_variables(self.actor_core, obs_spec, self.action_space)
-        training._create_variables(learner_core, obs_spec, self.action_space)
+        training.create_variables(self.actor_core, obs_spec, self.action_space)
+        training.create_variables(learner_core, obs_spec, self.action_space)
         self.learner = agent.build_learner(learner_core, self.action_space, config)
         self.step_spec = trajectory.step_spec(obs_spec, self.action_space.action_specs(),
                                               self.action_space.param_specs())
-        self.state_spec = training._state_spec(learner_core)
+        self.state_spec = training.state_spec(learner_core)
         self.signature = trajectory.sequence_signature(self.step_spec, self.state_spec,
                                                        config.sequence_length)
         self.server = reverb.Server(tables_lib.make_tables(

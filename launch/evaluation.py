@@ -9,7 +9,7 @@ from launch import environments
 from launch.actor import Policy
 from networks.cores import ActorCriticCore
 from networks.distributions import ActionSpace
-from networks.observations import to_numpy
+from networks.observations import numpy_caster
 
 
 def evaluate(core: ActorCriticCore, action_space: ActionSpace, env_id: str, episodes: int,
@@ -21,6 +21,7 @@ def evaluate(core: ActorCriticCore, action_space: ActionSpace, env_id: str, epis
     """
     envs = environments.make_vector_env(env_id, episodes, seed)
     policy = Policy(core, action_space, seed, deterministic)
+    cast = numpy_caster(envs.single_observation_space)
     try:
         obs, _ = envs.reset(seed=seed)
         state = policy.initial_state(episodes)
@@ -32,7 +33,7 @@ def evaluate(core: ActorCriticCore, action_space: ActionSpace, env_id: str, epis
         finished = np.zeros([episodes], bool)
         for _ in range(max_steps):
             action, _, _, _, state = policy(
-                to_numpy(envs.single_observation_space, obs), prev_action, prev_reward,
+                cast(obs), prev_action, prev_reward,
                 first, state)
             obs, reward, terminated, truncated, _ = envs.step(action_space.to_env(action))
             returns += np.where(finished, 0.0, reward)

@@ -183,7 +183,7 @@ def restore_core(logdir: str, checkpoint_path: str = None):
     obs_space = envs.single_observation_space
     envs.close()
     core = agent.build_core(obs_space, action_space, config)
-    training._create_variables(core, observation_spec(obs_space), action_space)
+    training.create_variables(core, observation_spec(obs_space), action_space)
     learner = agent.build_learner(core, action_space, config)
     checkpoint_path = checkpoint_path or tf.train.latest_checkpoint(
         os.path.join(logdir, 'checkpoints'))

@@ -45,7 +45,7 @@ def main(argv):
             log_interval_s=FLAGS.log_interval_s,
             checkpoint_interval_s=FLAGS.checkpoint_interval_s)
         summary = training.train(options, config)
-    except (registry.UnknownAgentError, environments.EnvironmentError_, training.TrainingError,
+    except (registry.UnknownAgentError, environments.EnvironmentSetupError, training.TrainingError,
             ValueError) as e:
         print(f'error: {e}', file=sys.stderr)
         sys.exit(1)

@@ -51,12 +51,12 @@ class RunOptions:
     summary_interval_s: float = 2.0  # seconds between TensorBoard writes (and NaN checks)
 
 
-def _state_spec(core) -> Any:
+def state_spec(core) -> Any:
     return tf.nest.map_structure(lambda x: tf.TensorSpec(x.shape[1:], x.dtype),
                                  core.initial_state(1))
 
 
-def _create_variables(core, obs_spec, action_space) -> None:
+def create_variables(core, obs_spec, action_space) -> None:
     """One unroll on zeros so every variable exists (Sonnet builds lazily)."""
     step = trajectory.zeros(trajectory.step_spec(
         obs_spec, action_space.action_specs(), action_space.param_specs()), (2, 1))
@@ -91,14 +91,14 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
 
     learner_core = agent.build_core(obs_space, action_space, config)
     actor_core = agent.build_core(obs_space, action_space, config)
-    _create_variables(learner_core, obs_spec, action_space)
-    _create_variables(actor_core, obs_spec, action_space)
+    create_variables(learner_core, obs_spec, action_space)
+    create_variables(actor_core, obs_spec, action_space)
     learner = agent.build_learner(learner_core, action_space, config)
 
     step_spec = trajectory.step_spec(obs_spec, action_space.action_specs(),
                                      action_space.param_specs())
-    state_spec = _state_spec(learner_core)
-    signature = trajectory.sequence_signature(step_spec, state_spec, config.sequence_length)
+    core_state_spec = state_spec(learner_core)
+    signature = trajectory.sequence_signature(step_spec, core_state_spec, config.sequence_length)
     published = list(learner_core.variables)
     num_fresh, num_replayed = dataset_lib.split_batch(config.batch_size, config.replay_fraction)
     server = reverb.Server(tables_lib.make_tables(
@@ -130,7 +130,7 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
         [tables_lib.REPLAY] if num_replayed else [])
     priority_fn = ((lambda table: float(np.random.uniform()))
                    if config.replay_eviction == 'reservoir' else None)
-    writer = SequenceWriter(client, step_spec, state_spec, options.num_envs,
+    writer = SequenceWriter(client, step_spec, core_state_spec, options.num_envs,
                             config.sequence_length, write_tables, priority_fn)
     stats = EpisodeStats()
     actor = Actor(envs, actor_core, action_space, writer,

@@ -55,8 +55,13 @@ class NumpyCore:
         self._lstm = None
         if self._parts['lstm'] is not None:
             w_i, w_h, b = as_numpy(self._parts['lstm'])
-            # One matmul of [x, h] with the stacked weights instead of two.
-            self._lstm = (np.concatenate([w_i, w_h], axis=0), b, w_h.shape[0])
+            size = w_h.shape[0]
+            # One matmul of [x, h] with the stacked weights instead of two, and the
+            # gate columns reordered from Sonnet's (i, f, g, o) to (i, f, o, g) so
+            # one logistic covers the three sigmoid gates.
+            order = np.concatenate([np.arange(0, 2 * size), np.arange(3 * size, 4 * size),
+                                    np.arange(2 * size, 3 * size)])
+            self._lstm = (np.concatenate([w_i, w_h], axis=0)[:, order], b[order], size)
         self._policy_head = as_numpy(self._parts['policy_head'])
         self._baseline_head = as_numpy(self._parts['baseline_head'])
 
@@ -85,11 +90,12 @@ class NumpyCore:
         x = np.concatenate([x] + [e * keep for e in self._encode(prev_action)]
                            + [prev_reward.astype(np.float32)[:, None] * keep], axis=1)
         if self._lstm is not None:
-            w, b, _ = self._lstm
+            w, b, size = self._lstm
             hidden, cell = state.hidden * keep, state.cell * keep
-            i, f, g, o = np.split(np.concatenate([x, hidden], axis=1) @ w + b, 4, axis=1)
-            cell = _sigmoid(f) * cell + _sigmoid(i) * np.tanh(g)
-            x = hidden = _sigmoid(o) * np.tanh(cell)
+            gates = np.concatenate([x, hidden], axis=1) @ w + b
+            sig = _sigmoid(gates[:, :3 * size])
+            cell = sig[:, size:2 * size] * cell + sig[:, :size] * np.tanh(gates[:, 3 * size:])
+            x = hidden = sig[:, 2 * size:] * np.tanh(cell)
             state = snt.LSTMState(hidden=hidden, cell=cell)
         flat_params = x @ self._policy_head[0] + self._policy_head[1]
         baseline = (x @ self._baseline_head[0] + self._baseline_head[1])[:, 0]

@@ -41,8 +41,17 @@ def observation_spec(space: gym.Space, path: str = '') -> Any:
 
 def to_numpy(space: gym.Space, observation: Any) -> Any:
     """A batched observation from the environment, cast to `observation_spec`."""
+    return numpy_caster(space)(observation)
+
+
+def numpy_caster(space: gym.Space):
+    """A function casting batched observations to `observation_spec` (built once:
+    actors call it every step)."""
     spec = observation_spec(space)
-    return tf.nest.map_structure(
+    if isinstance(spec, tf.TensorSpec):
+        dtype = spec.dtype.as_numpy_dtype
+        return lambda observation: np.asarray(observation, dtype)
+    return lambda observation: tf.nest.map_structure(
         lambda s, o: np.asarray(o, s.dtype.as_numpy_dtype), spec, observation)
 
 

@@ -7,7 +7,7 @@ import tensorflow as tf
 
 from agents.clear.config import CLEARConfig
 from agents.clear.learning import CLEARLearner
-from launch.training import _create_variables
+from launch.training import create_variables
 from networks.cores import ActorCriticCore, CoreInputs
 from networks.distributions import ActionSpace
 from networks.observations import observation_spec
@@ -25,7 +25,7 @@ def make_learner(lstm_size=8, **config):
     config = CLEARConfig(lstm_size=lstm_size, hidden_sizes=(8,), unroll_length=T,
                          batch_size=B, **config)
     core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(8,), lstm_size=lstm_size)
-    _create_variables(core, observation_spec(OBS_SPACE), action_space)
+    create_variables(core, observation_spec(OBS_SPACE), action_space)
     return CLEARLearner(core, action_space, config), core, action_space
 
 

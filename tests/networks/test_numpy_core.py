@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from launch.training import _create_variables
+from launch.training import create_variables
 from networks.cores import ActorCriticCore, CoreInputs
 from networks.distributions import ActionSpace
 from networks.numpy_core import NumpyCore
@@ -23,7 +23,7 @@ ACTIONS = {
 def build(action_space, lstm_size):
     space = ActionSpace(action_space)
     core = ActorCriticCore(OBS, space, hidden_sizes=(16, 8), lstm_size=lstm_size)
-    _create_variables(core, observation_spec(OBS), space)
+    create_variables(core, observation_spec(OBS), space)
     # Non-trivial weights everywhere (the policy head starts near zero).
     rng = np.random.default_rng(1)
     for v in core.variables:

@@ -128,7 +128,7 @@ def _run_actor(env_id, num_steps, seed, path):
     obs_space = envs.single_observation_space
     obs_spec = observation_spec(obs_space)
     core = ActorCriticCore(obs_space, action_space, hidden_sizes=(8,), lstm_size=8)
-    training._create_variables(core, obs_spec, action_space)
+    training.create_variables(core, obs_spec, action_space)
     step_spec = trajectory.step_spec(obs_spec, action_space.action_specs(),
                                      action_space.param_specs())
     state_spec = tf.nest.map_structure(lambda x: tf.TensorSpec(x.shape[1:], x.dtype),
