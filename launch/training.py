@@ -78,9 +78,6 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
     """Trains in one process; returns the summary (also written to summary.json)."""
     agent = registry.get(options.agent)
     os.makedirs(options.logdir, exist_ok=True)
-    with open(os.path.join(options.logdir, RUN_CONFIG), 'w') as f:
-        json.dump({'agent': options.agent, 'env': options.env,
-                   'config': dataclasses.asdict(config)}, f, indent=2)
     tf.random.set_seed(options.seed)
     np.random.seed(options.seed)
 
@@ -122,6 +119,10 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
                                 f'{str(e).splitlines()[0]}') from None
         logging.info('Resumed from %s at learner step %d', manager.latest_checkpoint,
                      int(learner.num_steps.numpy()))
+    # Written only once the checkpoint (if any) matched: a failed resume changes nothing.
+    with open(os.path.join(options.logdir, RUN_CONFIG), 'w') as f:
+        json.dump({'agent': options.agent, 'env': options.env,
+                   'config': dataclasses.asdict(config)}, f, indent=2)
 
     publisher = VariablePublisher(client, published)
     publisher.publish()
@@ -155,7 +156,19 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
     start = time.time()
     start_env_steps = int(env_steps_counter.numpy())
 
+    last_metrics = {}
+
+    def finite_values(metrics):
+        """Metric values; raises (before anything is saved) if any is NaN or Inf."""
+        values = {k: float(v.numpy()) for k, v in metrics.items()}
+        if not all(math.isfinite(v) for v in values.values()):
+            raise TrainingError(
+                f'non-finite loss at learner step {int(learner.num_steps.numpy())}: {values}; '
+                f'the last good checkpoint is kept in {manager.directory}')
+        return values
+
     def save():
+        finite_values(last_metrics)  # never checkpoint weights a NaN step produced
         env_steps_counter.assign(start_env_steps + stats.env_steps)
         manager.save(checkpoint_number=int(learner.num_steps.numpy()))
 
@@ -163,11 +176,7 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
 
     def write_summaries(step, metrics):
         # Per-episode writes cost ~2 ms each here; aggregate since the last write.
-        values = {k: float(v.numpy()) for k, v in metrics.items()}
-        if not all(math.isfinite(v) for v in values.values()):
-            raise TrainingError(
-                f'non-finite loss at learner step {step}: {values}; the last good '
-                f'checkpoint is kept in {manager.directory}')
+        values = finite_values(metrics)
         episodes = stats.pop_new()
         with summary_writer.as_default(step=step):
             for k, v in values.items():
@@ -189,6 +198,7 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
                 break
             learner.set_progress(env_steps / options.num_steps)
             metrics = learner.step(next(iterator))
+            last_metrics = metrics
             learner_steps_this_run += 1
             step = int(learner.num_steps.numpy())
             if step % options.publish_period == 0:

@@ -92,5 +92,28 @@ def test_corrupt_checkpoint_is_a_clear_error(tmp_path):
     training.train(small_options(tmp_path, num_steps=500), SMALL_CONFIG)
     other = CLEARConfig(lstm_size=16, hidden_sizes=(16,), batch_size=8, unroll_length=5,
                         min_replay_size=8, queue_size=16)
+    run_config = (tmp_path / 'run' / training.RUN_CONFIG).read_text()
+    checkpoints = sorted(os.listdir(tmp_path / 'run' / 'checkpoints'))
     with pytest.raises(training.TrainingError, match='cannot restore checkpoint'):
         training.train(small_options(tmp_path, num_steps=1000), other)
+    # Nothing already saved was changed.
+    assert (tmp_path / 'run' / training.RUN_CONFIG).read_text() == run_config
+    assert sorted(os.listdir(tmp_path / 'run' / 'checkpoints')) == checkpoints
+
+
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
+    training.train(small_options(tmp_path, num_steps=500), SMALL_CONFIG)
+    checkpoints = sorted(os.listdir(tmp_path / 'run' / 'checkpoints'))
+
+    from agents.clear.learning import CLEARLearner
+    real_step = CLEARLearner.step
+
+    def nan_step(self, batch):
+        metrics = dict(real_step(self, batch))
+        metrics['loss/total_loss'] = metrics['loss/total_loss'] * float('nan')
+        return metrics
+
+    monkeypatch.setattr(CLEARLearner, 'step', nan_step)
+    with pytest.raises(training.TrainingError, match='non-finite loss'):
+        training.train(small_options(tmp_path, num_steps=100_000), SMALL_CONFIG)
+    assert sorted(os.listdir(tmp_path / 'run' / 'checkpoints')) == checkpoints
