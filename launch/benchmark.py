@@ -33,7 +33,6 @@ from absl import app, flags  # noqa: E402
 from launch import config_flags, environments, registry, training  # noqa: E402
 from launch.actor import Actor  # noqa: E402
 from networks.observations import observation_spec  # noqa: E402
-from replay import dataset as dataset_lib  # noqa: E402
 from replay import tables as tables_lib  # noqa: E402
 from replay import trajectory  # noqa: E402
 from replay.writer import SequenceWriter  # noqa: E402
@@ -78,16 +77,16 @@ class Setup:
 
     def __init__(self, agent_name, config, env_id, num_envs):
         agent = registry.get(agent_name)
+        self.agent = agent
         self.config = config
         self.envs = environments.make_vector_env(env_id, num_envs, 0)
         self.action_space = environments.check_spaces(env_id, self.envs)
         obs_space = self.envs.single_observation_space
         obs_spec = observation_spec(obs_space)
         self.actor_core = agent.build_core(obs_space, self.action_space, config)
-        learner_core = agent.build_core(obs_space, self.action_space, config)
         training.create_variables(self.actor_core, obs_spec, self.action_space)
-        training.create_variables(learner_core, obs_spec, self.action_space)
-        self.learner = agent.build_learner(learner_core, self.action_space, config)
+        learner_core, self.learner = training.build_agent(agent, obs_space, self.action_space,
+                                                          config)
         self.step_spec = trajectory.step_spec(obs_spec, self.action_space.action_specs(),
                                               self.action_space.param_specs())
         self.state_spec = training.state_spec(learner_core)
@@ -122,10 +121,7 @@ class Setup:
         return (actor.stats.env_steps - self._steps0) / (time.perf_counter() - self._start)
 
     def learner_rate(self, num_steps):
-        dataset = dataset_lib.mixed_dataset(self.address, self.signature,
-                                            self.config.batch_size, self.config.replay_fraction,
-                                            rate_limiter_timeout_ms=60_000)
-        iterator = iter(dataset)
+        iterator = self.agent.batches(self.address, self.signature, self.config, self.client)
         self.learner.step(next(iterator))  # trace
         start = time.perf_counter()
         for _ in range(num_steps):
@@ -141,7 +137,7 @@ def main(argv):
     setup = Setup(FLAGS.agent, config, FLAGS.env, FLAGS.num_envs)
     runs = {'raw_env_steps_per_s': [], 'raw_sync_env_steps_per_s': [],
             'actor_env_steps_per_s': [], 'learner_steps_per_s': []}
-    num_fresh, _ = dataset_lib.split_batch(config.batch_size, config.replay_fraction)
+    num_fresh = config.batch_size  # at most: every sequence of a batch may be fresh
     for _ in range(FLAGS.repeats):
         runs['raw_env_steps_per_s'].append(raw_env_rate(FLAGS.env, FLAGS.num_envs, FLAGS.seconds))
         runs['raw_sync_env_steps_per_s'].append(

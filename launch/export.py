@@ -182,9 +182,7 @@ def restore_core(logdir: str, checkpoint_path: str = None):
     action_space = environments.check_spaces(run['env'], envs)
     obs_space = envs.single_observation_space
     envs.close()
-    core = agent.build_core(obs_space, action_space, config)
-    training.create_variables(core, observation_spec(obs_space), action_space)
-    learner = agent.build_learner(core, action_space, config)
+    core, learner = training.build_agent(agent, obs_space, action_space, config)
     checkpoint_path = checkpoint_path or tf.train.latest_checkpoint(
         os.path.join(logdir, 'checkpoints'))
     if not checkpoint_path:

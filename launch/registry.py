@@ -1,12 +1,25 @@
-"""The agents `launch/run.py --agent=NAME` knows, and how to build each one."""
+"""The agents `launch/run.py --agent=NAME` knows, and how to build each one.
+
+An agent is its config class, its core, its learner, and its data plan: which
+tables the actors write and the stream of batches the learner trains on
+(CLEAR: one mixed fresh/replayed batch per step; ACER: one on-policy batch
+then `replay_ratio` replayed ones).
+"""
 
 import dataclasses
-from typing import Any, Callable, Dict
+from typing import Any, Callable, Dict, Iterator, List
 
+import numpy as np
+import reverb
+
+from agents.acer.config import ACERConfig
+from agents.acer.learning import ACERLearner
 from agents.clear.config import CLEARConfig
 from agents.clear.learning import CLEARLearner
 from networks.cores import ActorCriticCore
-from networks.distributions import ActionSpace
+from networks.distributions import ActionSpace, UnsupportedSpaceError
+from replay import dataset as dataset_lib
+from replay import tables
 
 
 @dataclasses.dataclass(frozen=True)
@@ -14,16 +27,73 @@ class AgentDefinition:
     name: str
     config_class: type
     build_core: Callable[[Any, ActionSpace, Any], Any]  # (obs space, action space, config)
-    build_learner: Callable[[Any, ActionSpace, Any], Any]  # (core, action space, config)
+    build_learner: Callable[..., Any]  # (core, action space, config, make_core)
+    write_tables: Callable[[Any], List[str]]  # config -> tables each sequence goes into
+    min_replay_size: Callable[[Any], int]  # config -> replay items before sampling
+    batches: Callable[[str, Any, Any, reverb.Client], Iterator]  # the learner's data stream
 
 
-def _actor_critic_core(observation_space, action_space: ActionSpace, config) -> ActorCriticCore:
+def _actor_critic_core(observation_space, action_space: ActionSpace, config,
+                       num_q_values: int = 0) -> ActorCriticCore:
     return ActorCriticCore(observation_space, action_space, torso=config.torso,
-                           hidden_sizes=tuple(config.hidden_sizes), lstm_size=config.lstm_size)
+                           hidden_sizes=tuple(config.hidden_sizes), lstm_size=config.lstm_size,
+                           num_q_values=num_q_values)
+
+
+# --- CLEAR / IMPALA ------------------------------------------------------------
+
+def _clear_tables(config: CLEARConfig) -> List[str]:
+    num_fresh, num_replayed = dataset_lib.split_batch(config.batch_size, config.replay_fraction)
+    return ([tables.QUEUE] if num_fresh else []) + ([tables.REPLAY] if num_replayed else [])
+
+
+def _clear_min_replay(config: CLEARConfig) -> int:
+    return max(config.min_replay_size,
+               dataset_lib.split_batch(config.batch_size, config.replay_fraction)[1])
+
+
+def _clear_batches(address, signature, config: CLEARConfig, client) -> Iterator:
+    return iter(dataset_lib.mixed_dataset(address, signature, config.batch_size,
+                                          config.replay_fraction))
+
+
+# --- ACER ------------------------------------------------------------------------
+
+def _acer_core(observation_space, action_space: ActionSpace, config: ACERConfig):
+    if len(action_space.leaves) != 1 or action_space.leaves[0].kind != 'categorical':
+        raise UnsupportedSpaceError(
+            f'acer supports one Discrete action space for now, got {action_space.space}')
+    return _actor_critic_core(observation_space, action_space, config,
+                              num_q_values=action_space.leaves[0].size)
+
+
+def _acer_batches(address, signature, config: ACERConfig, client: reverb.Client) -> Iterator:
+    """One on-policy batch, then `replay_ratio` replayed ones once replay is warm."""
+    fresh = iter(dataset_lib.mixed_dataset(address, signature, config.batch_size, 0.0))
+    replayed = None
+    rng = np.random.default_rng()
+    while True:
+        yield next(fresh)
+        if replayed is None:
+            # Never block on replay: the actors wait on the queue this stream drains.
+            size = client.server_info(timeout=10)[tables.REPLAY].current_size
+            if size < config.min_replay_sequences:
+                continue
+            replayed = iter(dataset_lib.mixed_dataset(address, signature, config.batch_size, 1.0))
+        count = (rng.poisson(config.replay_ratio) if config.replay_ratio_poisson
+                 else int(round(config.replay_ratio)))
+        for _ in range(count):
+            yield next(replayed)
 
 
 AGENTS: Dict[str, AgentDefinition] = {
-    'clear': AgentDefinition('clear', CLEARConfig, _actor_critic_core, CLEARLearner),
+    'clear': AgentDefinition(
+        'clear', CLEARConfig, _actor_critic_core,
+        lambda core, space, config, make_core: CLEARLearner(core, space, config),
+        _clear_tables, _clear_min_replay, _clear_batches),
+    'acer': AgentDefinition(
+        'acer', ACERConfig, _acer_core, ACERLearner,
+        lambda config: [tables.QUEUE, tables.REPLAY], lambda config: 1, _acer_batches),
 }
 
 

@@ -21,7 +21,6 @@ from launch import environments, evaluation, export, registry
 from launch.actor import Actor, EpisodeStats
 from networks.cores import CoreInputs
 from networks.observations import observation_spec
-from replay import dataset as dataset_lib
 from replay import tables as tables_lib
 from replay import trajectory
 from replay.variables import VariableFetcher, VariablePublisher
@@ -64,6 +63,19 @@ def create_variables(core, obs_spec, action_space) -> None:
     core.unroll(inputs, core.initial_state(1))
 
 
+def build_agent(agent: registry.AgentDefinition, observation_space, action_space, config):
+    """(core, learner) with every variable created; the learner owns the core."""
+    obs_spec = observation_spec(observation_space)
+
+    def make_core():
+        core = agent.build_core(observation_space, action_space, config)
+        create_variables(core, obs_spec, action_space)
+        return core
+
+    core = make_core()
+    return core, agent.build_learner(core, action_space, config, make_core)
+
+
 def _export(core, action_space, obs_space, options: RunOptions) -> Optional[str]:
     """The final policy as `<logdir>/saved_model`; None (with a warning) if unsupported."""
     path = os.path.join(options.logdir, 'saved_model')
@@ -86,22 +98,19 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
     obs_space = envs.single_observation_space
     obs_spec = observation_spec(obs_space)
 
-    learner_core = agent.build_core(obs_space, action_space, config)
+    learner_core, learner = build_agent(agent, obs_space, action_space, config)
     actor_core = agent.build_core(obs_space, action_space, config)
-    create_variables(learner_core, obs_spec, action_space)
     create_variables(actor_core, obs_spec, action_space)
-    learner = agent.build_learner(learner_core, action_space, config)
 
     step_spec = trajectory.step_spec(obs_spec, action_space.action_specs(),
                                      action_space.param_specs())
     core_state_spec = state_spec(learner_core)
     signature = trajectory.sequence_signature(step_spec, core_state_spec, config.sequence_length)
     published = list(learner_core.variables)
-    num_fresh, num_replayed = dataset_lib.split_batch(config.batch_size, config.replay_fraction)
     server = reverb.Server(tables_lib.make_tables(
         signature, tables_lib.variables_signature(published),
         queue_size=config.queue_size, replay_size=config.replay_size,
-        min_replay_size=max(config.min_replay_size, num_replayed),
+        min_replay_size=agent.min_replay_size(config),
         replay_eviction=config.replay_eviction))
     address = f'localhost:{server.port}'
     client = reverb.Client(address)
@@ -127,8 +136,7 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
     publisher = VariablePublisher(client, published)
     publisher.publish()
 
-    write_tables = ([tables_lib.QUEUE] if num_fresh else []) + (
-        [tables_lib.REPLAY] if num_replayed else [])
+    write_tables = agent.write_tables(config)
     priority_fn = ((lambda table: float(np.random.uniform()))
                    if config.replay_eviction == 'reservoir' else None)
     writer = SequenceWriter(client, step_spec, core_state_spec, options.num_envs,
@@ -147,9 +155,7 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
                 actor_error.append(e)
             stop_event.set()
 
-    dataset = dataset_lib.mixed_dataset(address, signature, config.batch_size,
-                                        config.replay_fraction)
-    iterator = iter(dataset)
+    iterator = agent.batches(address, signature, config, client)
     summary_writer = tf.summary.create_file_writer(options.logdir)
     thread = threading.Thread(target=run_actor, name='actor', daemon=True)
 

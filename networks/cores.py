@@ -29,6 +29,7 @@ class CoreInputs(NamedTuple):
 class AgentOutput(NamedTuple):
     policy_params: Tuple[tf.Tensor, ...]  # per action leaf: [..., param_size]
     baseline: tf.Tensor  # [...]
+    q_values: tf.Tensor  # [..., num_q_values] (width 0 when the core has no Q head)
 
 
 def _merge(x: tf.Tensor) -> tf.Tensor:
@@ -50,7 +51,9 @@ class ActorCriticCore(snt.RNNCore):
                  torso: str = 'auto',
                  hidden_sizes: Sequence[int] = (64, 64),
                  lstm_size: int = 128,
+                 num_q_values: int = 0,
                  name: Optional[str] = None):
+        """`num_q_values > 0` adds a Q head (one value per discrete action, ACER)."""
         super().__init__(name=name)
         self._action_space = action_space
         self._torso = ObservationTorso(observation_space, torso, hidden_sizes)
@@ -59,6 +62,7 @@ class ActorCriticCore(snt.RNNCore):
             sum(action_space.param_sizes), w_init=snt.initializers.Orthogonal(0.01),
             name='policy_head')
         self._baseline_head = snt.Linear(1, name='baseline_head')
+        self._q_head = snt.Linear(num_q_values, name='q_head') if num_q_values else None
 
     @property
     def recurrent(self) -> bool:
@@ -92,7 +96,9 @@ class ActorCriticCore(snt.RNNCore):
 
     def _heads(self, x: tf.Tensor) -> AgentOutput:
         params = self._action_space.split_params(self._policy_head(x))
-        return AgentOutput(params, tf.squeeze(self._baseline_head(x), -1))
+        q_values = (self._q_head(x) if self._q_head is not None
+                    else tf.zeros([tf.shape(x)[0], 0], tf.float32))
+        return AgentOutput(params, tf.squeeze(self._baseline_head(x), -1), q_values)
 
     def _reset(self, first: tf.Tensor, state: Any) -> Any:
         initial = self.initial_state(tf.shape(first)[0])

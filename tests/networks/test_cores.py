@@ -235,7 +235,8 @@ def test_first_step_ignores_prev_action_reward_and_state(action_space, lstm_size
     other_out, other_state = core(other, _random_state(core, seed=14))
     for x, y in zip(tf.nest.flatten((out, new_state)), tf.nest.flatten((other_out, other_state))):
         np.testing.assert_allclose(x.numpy()[first], y.numpy()[first], rtol=1e-5, atol=1e-6)
-        assert not np.allclose(x.numpy()[~first], y.numpy()[~first])
+        if x.numpy().size:  # the empty Q values of a core without a Q head are equal
+            assert not np.allclose(x.numpy()[~first], y.numpy()[~first])
 
 
 def test_lstm_reset_equals_initial_state():
