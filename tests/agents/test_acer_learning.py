@@ -1,0 +1,99 @@
+"""The ACER learner step on small hand-made batches."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from agents.acer.config import ACERConfig
+from agents.acer.learning import ACERLearner
+from launch.training import create_variables
+from networks.cores import ActorCriticCore, CoreInputs
+from networks.distributions import ActionSpace
+from networks.observations import observation_spec
+from replay import trajectory
+from replay.dataset import Batch
+
+T, B, A = 5, 4, 3
+OBS_SPACE = gym.spaces.Box(-1, 1, (3,), np.float32)
+METRICS = ['loss/policy', 'loss/q', 'loss/total_loss', 'average_value', 'average_entropy',
+           'average_kl', 'mean_rho', 'fraction_truncated', 'grad_norm', 'learning_rate']
+
+
+def make_learner(lstm_size=8, **config):
+    action_space = ActionSpace(gym.spaces.Discrete(A))
+
+    def make_core():
+        core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(8,), lstm_size=lstm_size,
+                               num_q_values=A)
+        create_variables(core, observation_spec(OBS_SPACE), action_space)
+        return core
+
+    core = make_core()
+    config = ACERConfig(lstm_size=lstm_size, hidden_sizes=(8,), unroll_length=T, batch_size=B,
+                        **config)
+    return ACERLearner(core, action_space, config, make_core), core, action_space
+
+
+def make_batch(core, action_space, seed=0):
+    rng = np.random.default_rng(seed)
+    spec = trajectory.step_spec(observation_spec(OBS_SPACE), action_space.action_specs(),
+                                action_space.param_specs())
+    steps = trajectory.zeros(spec, (T + 1, B))
+    steps = steps._replace(
+        observation=rng.uniform(-1, 1, (T + 1, B, 3)).astype(np.float32),
+        action=(rng.integers(0, A, (T + 1, B)).astype(np.int32),),
+        reward=rng.uniform(0, 1, (T + 1, B)).astype(np.float32),
+        discount=np.ones((T + 1, B), np.float32),
+        first=np.zeros((T + 1, B), bool),
+        behaviour_params=(rng.normal(size=(T + 1, B, A)).astype(np.float32),))
+    steps.first[0] = True
+    return Batch(trajectory.Sequence(steps, core.initial_state(B)), tf.constant([False] * B))
+
+
+@pytest.fixture(scope='module')
+def shared():
+    return make_learner()
+
+
+def test_every_metric_is_a_finite_scalar(shared):
+    learner, core, space = shared
+    metrics = learner.step(make_batch(core, space))
+    for name in METRICS:
+        assert metrics[name].shape == (), name
+        assert np.isfinite(metrics[name].numpy()), name
+
+
+def test_average_network_moves_towards_the_network(shared):
+    learner, core, space = shared
+    before = [v.numpy() for v in learner.average_core.variables]
+    learner.step(make_batch(core, space, seed=1))
+    alpha = learner.config.trust_region_alpha
+    for b, average, variable in zip(before, learner.average_core.variables, core.variables):
+        np.testing.assert_allclose(average.numpy(), alpha * b + (1 - alpha) * variable.numpy(),
+                                   rtol=1e-5, atol=1e-6)
+
+
+def test_baseline_head_is_not_trained(shared):
+    learner, core, space = shared
+    heads = [v for v in core.variables if 'baseline_head' in v.name]
+    before = [v.numpy() for v in heads]
+    learner.step(make_batch(core, space, seed=2))
+    for b, v in zip(before, heads):
+        np.testing.assert_array_equal(b, v.numpy())
+
+
+def test_q_values_fit_rewards_without_discounting():
+    learner, core, space = make_learner(0, learning_rate=1e-2, discounting=0.0, beta=0.0)
+    batch = make_batch(core, space)
+    first = float(learner.step(batch)['loss/q'].numpy())
+    for _ in range(40):
+        last = float(learner.step(batch)['loss/q'].numpy())
+    assert last < 0.2 * first
+
+
+def test_rejects_continuous_actions():
+    space = ActionSpace(gym.spaces.Box(-1, 1, (2,)))
+    core = ActorCriticCore(OBS_SPACE, space, hidden_sizes=(8,), lstm_size=0)
+    with pytest.raises(ValueError, match='one Discrete action space'):
+        ACERLearner(core, space, ACERConfig(), lambda: core)
