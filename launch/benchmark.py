@@ -121,7 +121,8 @@ class Setup:
         return (actor.stats.env_steps - self._steps0) / (time.perf_counter() - self._start)
 
     def learner_rate(self, num_steps):
-        iterator = self.agent.batches(self.address, self.signature, self.config, self.client)
+        iterator = self.agent.batches(self.address, self.signature, self.config, self.client,
+                                      60_000)
         self.learner.step(next(iterator))  # trace
         start = time.perf_counter()
         for _ in range(num_steps):

@@ -30,7 +30,9 @@ class AgentDefinition:
     build_learner: Callable[..., Any]  # (core, action space, config, make_core)
     write_tables: Callable[[Any], List[str]]  # config -> tables each sequence goes into
     min_replay_size: Callable[[Any], int]  # config -> replay items before sampling
-    batches: Callable[[str, Any, Any, reverb.Client], Iterator]  # the learner's data stream
+    # (address, signature, config, client, timeout_ms) -> the learner's data stream; it
+    # ends when a table gave no data for timeout_ms (-1: never).
+    batches: Callable[[str, Any, Any, reverb.Client, int], Iterator]
 
 
 def _actor_critic_core(observation_space, action_space: ActionSpace, config,
@@ -52,38 +54,53 @@ def _clear_min_replay(config: CLEARConfig) -> int:
                dataset_lib.split_batch(config.batch_size, config.replay_fraction)[1])
 
 
-def _clear_batches(address, signature, config: CLEARConfig, client) -> Iterator:
+def _clear_batches(address, signature, config: CLEARConfig, client,
+                   timeout_ms: int = -1) -> Iterator:
     return iter(dataset_lib.mixed_dataset(address, signature, config.batch_size,
-                                          config.replay_fraction))
+                                          config.replay_fraction, timeout_ms))
 
 
 # --- ACER ------------------------------------------------------------------------
 
 def _acer_core(observation_space, action_space: ActionSpace, config: ACERConfig):
-    if len(action_space.leaves) != 1 or action_space.leaves[0].kind != 'categorical':
+    if len(action_space.leaves) != 1:
         raise UnsupportedSpaceError(
-            f'acer supports one Discrete action space for now, got {action_space.space}')
-    return _actor_critic_core(observation_space, action_space, config,
-                              num_q_values=action_space.leaves[0].size)
+            f'acer supports one Discrete or one Box action space, got {action_space.space}')
+    leaf = action_space.leaves[0]
+    if leaf.kind == 'categorical':
+        return _actor_critic_core(observation_space, action_space, config,
+                                  num_q_values=leaf.size)
+    return ActorCriticCore(observation_space, action_space, torso=config.torso,
+                           hidden_sizes=tuple(config.hidden_sizes), lstm_size=config.lstm_size,
+                           advantage_hidden_sizes=tuple(config.advantage_hidden_sizes))
 
 
-def _acer_batches(address, signature, config: ACERConfig, client: reverb.Client) -> Iterator:
+def _acer_batches(address, signature, config: ACERConfig, client: reverb.Client,
+                  timeout_ms: int = -1) -> Iterator:
     """One on-policy batch, then `replay_ratio` replayed ones once replay is warm."""
-    fresh = iter(dataset_lib.mixed_dataset(address, signature, config.batch_size, 0.0))
+    fresh = iter(dataset_lib.mixed_dataset(address, signature, config.batch_size, 0.0,
+                                           timeout_ms))
     replayed = None
     rng = np.random.default_rng()
     while True:
-        yield next(fresh)
+        batch = next(fresh, None)
+        if batch is None:  # the queue gave nothing for timeout_ms
+            return
+        yield batch
         if replayed is None:
             # Never block on replay: the actors wait on the queue this stream drains.
             size = client.server_info(timeout=10)[tables.REPLAY].current_size
             if size < config.min_replay_sequences:
                 continue
-            replayed = iter(dataset_lib.mixed_dataset(address, signature, config.batch_size, 1.0))
+            replayed = iter(dataset_lib.mixed_dataset(address, signature, config.batch_size, 1.0,
+                                                      timeout_ms))
         count = (rng.poisson(config.replay_ratio) if config.replay_ratio_poisson
                  else int(round(config.replay_ratio)))
         for _ in range(count):
-            yield next(replayed)
+            batch = next(replayed, None)
+            if batch is None:
+                return
+            yield batch
 
 
 AGENTS: Dict[str, AgentDefinition] = {

@@ -28,6 +28,7 @@ from replay.writer import SequenceWriter
 
 
 RUN_CONFIG = 'run_config.json'  # agent, env and config of a run, written at its start
+DATA_TIMEOUT_MS = 20_000  # a learner dataset ends after this long without data
 
 
 class TrainingError(RuntimeError):
@@ -60,7 +61,9 @@ def create_variables(core, obs_spec, action_space) -> None:
     step = trajectory.zeros(trajectory.step_spec(
         obs_spec, action_space.action_specs(), action_space.param_specs()), (2, 1))
     inputs = CoreInputs(step.observation, step.prev_action, step.prev_reward, step.first)
-    core.unroll(inputs, core.initial_state(1))
+    outputs, _ = core.unroll(inputs, core.initial_state(1))
+    if core.has_advantage_head:
+        core.advantage(outputs.features[0], step.action[0][0])
 
 
 def build_agent(agent: registry.AgentDefinition, observation_space, action_space, config):
@@ -152,10 +155,16 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
             actor.run(stop_event.is_set)
         except Exception as e:  # surfaced in the main thread
             if not stop_event.is_set():  # after a stop, errors come from the server going away
+                logging.exception('the actor failed')
                 actor_error.append(e)
-            stop_event.set()
+                stop_event.set()
 
-    iterator = agent.batches(address, signature, config, client)
+    def batches():
+        # Datasets end after `DATA_TIMEOUT_MS` without data, so a learner waiting
+        # for an actor that died (or stalled) gets control back.
+        return agent.batches(address, signature, config, client, DATA_TIMEOUT_MS)
+
+    iterator = batches()
     summary_writer = tf.summary.create_file_writer(options.logdir)
     thread = threading.Thread(target=run_actor, name='actor', daemon=True)
 
@@ -203,7 +212,16 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
             if env_steps >= options.num_steps:
                 break
             learner.set_progress(env_steps / options.num_steps)
-            metrics = learner.step(next(iterator))
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                if stop_event.is_set():  # the actor died: its error is raised below
+                    break
+                logging.warning('no data for %.0f s; reopening the learner\'s datasets',
+                                DATA_TIMEOUT_MS / 1000)
+                iterator = batches()
+                continue
+            metrics = learner.step(batch)
             last_metrics = metrics
             learner_steps_this_run += 1
             step = int(learner.num_steps.numpy())

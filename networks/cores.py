@@ -30,6 +30,7 @@ class AgentOutput(NamedTuple):
     policy_params: Tuple[tf.Tensor, ...]  # per action leaf: [..., param_size]
     baseline: tf.Tensor  # [...]
     q_values: tf.Tensor  # [..., num_q_values] (width 0 when the core has no Q head)
+    features: tf.Tensor  # [..., H]: what the heads see (the LSTM output)
 
 
 def _merge(x: tf.Tensor) -> tf.Tensor:
@@ -52,8 +53,10 @@ class ActorCriticCore(snt.RNNCore):
                  hidden_sizes: Sequence[int] = (64, 64),
                  lstm_size: int = 128,
                  num_q_values: int = 0,
+                 advantage_hidden_sizes: Optional[Sequence[int]] = None,
                  name: Optional[str] = None):
-        """`num_q_values > 0` adds a Q head (one value per discrete action, ACER)."""
+        """`num_q_values > 0` adds a Q head (one value per discrete action, ACER);
+        `advantage_hidden_sizes` adds an A(x, a) MLP (ACER's SDN, continuous)."""
         super().__init__(name=name)
         self._action_space = action_space
         self._torso = ObservationTorso(observation_space, torso, hidden_sizes)
@@ -63,6 +66,17 @@ class ActorCriticCore(snt.RNNCore):
             name='policy_head')
         self._baseline_head = snt.Linear(1, name='baseline_head')
         self._q_head = snt.Linear(num_q_values, name='q_head') if num_q_values else None
+        self._advantage_net = (None if advantage_hidden_sizes is None else snt.nets.MLP(
+            list(advantage_hidden_sizes) + [1], name='advantage_head'))
+
+    @property
+    def has_advantage_head(self) -> bool:
+        return self._advantage_net is not None
+
+    @property
+    def features_size(self) -> int:
+        """Width of `AgentOutput.features` (the heads' input); needs built variables."""
+        return int(self._policy_head.w.shape[0])
 
     @property
     def recurrent(self) -> bool:
@@ -98,7 +112,16 @@ class ActorCriticCore(snt.RNNCore):
         params = self._action_space.split_params(self._policy_head(x))
         q_values = (self._q_head(x) if self._q_head is not None
                     else tf.zeros([tf.shape(x)[0], 0], tf.float32))
-        return AgentOutput(params, tf.squeeze(self._baseline_head(x), -1), q_values)
+        return AgentOutput(params, tf.squeeze(self._baseline_head(x), -1), q_values, x)
+
+    def advantage(self, features: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
+        """A(x, a) of a stochastic dueling network (ACER, continuous actions).
+
+        features `[N, H]` (`AgentOutput.features`), action `[N, d]` -> `[N]`.
+        """
+        if self._advantage_net is None:
+            raise ValueError('this core was built without an advantage head')
+        return tf.squeeze(self._advantage_net(tf.concat([features, action], -1)), -1)
 
     def _reset(self, first: tf.Tensor, state: Any) -> Any:
         initial = self.initial_state(tf.shape(first)[0])

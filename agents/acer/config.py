@@ -35,6 +35,7 @@ class ACERConfig:
     trust_region_alpha: float = 0.99  # decay of the average policy network
     trust_region_delta: float = 1.0  # bound on the KL step towards the average policy
     normalize_loss_by_steps: bool = True  # divide losses by the number of steps in the batch
+    sdn_samples: int = 5  # actions sampled for the mean advantage of the SDN (continuous)
     # Optimiser (Adam).
     learning_rate: float = 1e-3  # Adam step size
     learning_rate_schedule: str = 'linear'  # 'linear' (to 0 at the env-step budget) or 'constant'
@@ -46,6 +47,7 @@ class ACERConfig:
     lstm_size: int = 64  # LSTM units; 0 makes the core feed-forward
     hidden_sizes: tuple = (64, 64)  # MLP torso for vector observations
     torso: str = 'auto'  # 'auto', 'mlp', 'nature_cnn' or 'impala_resnet'
+    advantage_hidden_sizes: tuple = (64,)  # MLP of A(x, a) (continuous actions)
 
     def __post_init__(self):
         if self.reward_clipping not in REWARD_CLIPPINGS:

@@ -1,19 +1,24 @@
-"""The ACER learner (discrete actions): a `tf.Module` with one `@tf.function` step.
+"""The ACER learner: a `tf.Module` with one `@tf.function` step.
 
 One step is one ACER update on a batch of sequences (on-policy from `queue`
 or replayed; the schedule is the data stream, see `launch/registry.py`):
 
-- Q(x, .) from the core's Q head, pi from its policy head, V = sum_a pi Q;
+- discrete actions: Q(x, .) from the core's Q head, V = sum_a pi(a) Q(a);
+- continuous actions, the stochastic dueling network (SDN): V from the
+  baseline head, Q(x, a) = V(x) + A(x, a) - mean_i A(x, u_i), u_i ~ pi;
+  the trace coefficient is rho ** (1 / action_dim), and V is regressed on
+  min(1, rho) (Q_ret - Q) + V;
 - Retrace (or Q_opc) targets from the behaviour policy mu stored with the data;
-- the policy loss (truncated importance sampling + bias correction) is taken
-  with respect to the logits, projected by the efficient trust region
-  against an exponential moving average of the network, and applied through
-  the surrogate -sum(z . logits);
+- the policy loss (truncated importance sampling + bias correction: exact
+  over actions when discrete, one sampled action when continuous) is taken
+  with respect to the distribution statistics (logits, or mean and log-std),
+  projected by the efficient trust region against an exponential moving
+  average of the network, and applied through the surrogate -sum(z . stats);
 - placeholder steps (an episode's final observation, see `replay.trajectory`)
   are masked and cut the traces.
 """
 
-from typing import Callable, Dict
+from typing import Callable, Dict, Tuple
 
 import sonnet as snt
 import tensorflow as tf
@@ -21,10 +26,15 @@ import tensorflow as tf
 from agents.acer import losses
 from agents.acer.config import ACERConfig
 from agents.clear.losses import clip_rewards
-from networks.cores import ActorCriticCore, CoreInputs
+from networks.cores import ActorCriticCore, AgentOutput, CoreInputs
 from networks.distributions import ActionSpace
 from replay import trajectory
 from replay.dataset import Batch
+
+
+def _gather(x: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
+    """x `[T, B, A]`, index `[T, B]` -> `[T, B]`."""
+    return tf.gather(x, index, batch_dims=2)
 
 
 class ACERLearner(tf.Module):
@@ -33,12 +43,15 @@ class ACERLearner(tf.Module):
     def __init__(self, core: ActorCriticCore, action_space: ActionSpace, config: ACERConfig,
                  make_core: Callable[[], ActorCriticCore]):
         super().__init__(name='acer_learner')
-        if len(action_space.leaves) != 1 or action_space.leaves[0].kind != 'categorical':
-            raise ValueError('acer supports one Discrete action space for now, '
+        leaves = action_space.leaves
+        if len(leaves) != 1:
+            raise ValueError('acer supports one Discrete or one Box action space, '
                              f'got {action_space.space}')
         self.core = core
         self.config = config
-        self._num_actions = action_space.leaves[0].size
+        self._actions = action_space
+        self._discrete = leaves[0].kind == 'categorical'
+        self._action_dim = leaves[0].size
         self.average_core = make_core()
         for average, variable in zip(self.average_core.variables, core.variables):
             average.assign(variable)
@@ -56,72 +69,149 @@ class ACERLearner(tf.Module):
         if self.config.learning_rate_schedule == 'linear':
             self.learning_rate.assign(self.config.learning_rate * max(0.0, 1.0 - fraction))
 
+    def _policy_surrogate(self, stats_t, average_stats_t, pi_loss_fn, mask_t):
+        """The trust-region-projected policy loss through the statistics.
+
+        `pi_loss_fn(stats)` -> per-step loss `[T, B]`. Returns (surrogate,
+        unprojected policy loss sum, KL sum).
+        """
+        phi = tf.stop_gradient(stats_t)
+        with tf.GradientTape(persistent=True) as tape:
+            tape.watch(phi)
+            pi_loss = tf.reduce_sum(mask_t * pi_loss_fn(phi))
+            kl = tf.reduce_sum(mask_t * self._actions.kl_divergence((average_stats_t,), (phi,)))
+        z = -tape.gradient(pi_loss, phi)  # ascent direction, one row per step
+        if self.config.use_trust_region:
+            z = losses.trust_region_projection(z, tape.gradient(kl, phi),
+                                               self.config.trust_region_delta)
+        return -tf.reduce_sum(tf.stop_gradient(z) * stats_t), pi_loss, kl
+
+    def _discrete_terms(self, out: AgentOutput, average_stats_t, steps, r_t, discount_t,
+                        mask_t) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+        config = self.config
+        action_t = steps.action[0][:-1]
+        logits = out.policy_params[0]  # [T + 1, B, A]
+        q = out.q_values  # [T + 1, B, A]
+        logits_t, q_all_t = logits[:-1], q[:-1]
+        pi_t, log_pi_t = tf.nn.softmax(logits_t), tf.nn.log_softmax(logits_t)
+        v_t = tf.reduce_sum(pi_t * q_all_t, -1)  # [T, B]
+        bootstrap_value = tf.reduce_sum(tf.nn.softmax(logits[-1]) * q[-1], -1)  # [B]
+        q_t = _gather(q_all_t, action_t)
+        mu_log_t = tf.nn.log_softmax(steps.behaviour_params[0][:-1])
+        rho_all_t = tf.stop_gradient(tf.exp(log_pi_t - mu_log_t))  # [T, B, A]
+        rho_t = _gather(rho_all_t, action_t)
+        # A zero trace at placeholder steps: the step before bootstraps from V(final).
+        trace_t = (tf.ones_like(rho_t) if config.use_Q_opc else rho_t) * mask_t
+        q_ret_t = losses.retrace_targets(
+            r_t, discount_t, tf.stop_gradient(q_t), tf.stop_gradient(v_t),
+            tf.stop_gradient(bootstrap_value), trace_t)
+        value_loss = tf.reduce_sum(mask_t * 0.5 * tf.square(q_ret_t - q_t))
+        advantage_t = tf.stop_gradient(q_ret_t - v_t)
+        advantage_all_t = tf.stop_gradient(q_all_t - v_t[..., None])
+
+        def pi_loss_fn(phi):
+            log_pi = tf.nn.log_softmax(phi)
+            loss = losses.truncated_policy_loss(_gather(log_pi, action_t), rho_t, advantage_t,
+                                                config.truncation_threshold)
+            if config.truncation_threshold is not None:
+                loss += losses.bias_correction_loss(log_pi, rho_all_t, advantage_all_t,
+                                                    config.truncation_threshold)
+            return loss
+
+        surrogate, pi_loss, kl = self._policy_surrogate(logits_t, average_stats_t, pi_loss_fn,
+                                                        mask_t)
+        entropy_t = -tf.reduce_sum(pi_t * log_pi_t, -1)
+        return (surrogate, value_loss, entropy_t,
+                {'pi_loss': pi_loss, 'kl': kl, 'v_t': v_t, 'rho_t': rho_t})
+
+    def _continuous_terms(self, out: AgentOutput, average_stats_t, steps, r_t, discount_t,
+                          mask_t):
+        config = self.config
+        space = self._actions
+        action_t = steps.action[0][:-1]  # [T, B, d]
+        stats = out.policy_params[0]  # [T + 1, B, 2 d]: mean, log-std
+        stats_t = stats[:-1]
+        v = out.baseline  # [T + 1, B]
+        v_t, bootstrap_value = v[:-1], v[-1]
+        features_t = out.features[:-1]  # [T, B, H]
+        shape_tb = tf.shape(v_t)
+        flat_features = tf.reshape(features_t, [-1, features_t.shape[-1]])  # [T * B, H]
+
+        def advantage(actions):  # [T, B, d] -> [T, B]
+            flat = tf.reshape(actions, [-1, self._action_dim])
+            return tf.reshape(self.core.advantage(flat_features, flat), shape_tb)
+
+        def sample():  # one action per step from the current policy, held fixed
+            flat_stats = tf.reshape(stats_t, [-1, 2 * self._action_dim])
+            return tf.stop_gradient(space.sample((flat_stats,))[0])
+
+        samples = [tf.reshape(sample(), tf.shape(action_t)) for _ in range(config.sdn_samples)]
+        mean_advantage = tf.add_n([advantage(u) for u in samples]) / config.sdn_samples
+        q_t = v_t + advantage(action_t) - mean_advantage  # [T, B]
+        log_pi_t = space.log_prob((stats_t,), (action_t,))
+        log_mu_t = steps.behaviour_log_prob[:-1]
+        rho_t = tf.stop_gradient(tf.exp(log_pi_t - log_mu_t))
+        trace_t = tf.minimum(1.0, rho_t ** (1.0 / self._action_dim)) * mask_t
+        q_ret_t = losses.retrace_targets(
+            r_t, discount_t, tf.stop_gradient(q_t), tf.stop_gradient(v_t),
+            tf.stop_gradient(bootstrap_value), trace_t)
+        q_opc_t = losses.retrace_targets(
+            r_t, discount_t, tf.stop_gradient(q_t), tf.stop_gradient(v_t),
+            tf.stop_gradient(bootstrap_value), mask_t)
+        v_target_t = tf.stop_gradient(tf.minimum(1.0, rho_t) * (q_ret_t - q_t) + v_t)
+        value_loss = tf.reduce_sum(mask_t * 0.5 * (tf.square(q_ret_t - q_t)
+                                                   + tf.square(v_target_t - v_t)))
+        # Bias correction with one action a' ~ pi.
+        a_prime = tf.reshape(sample(), tf.shape(action_t))
+        log_pi_prime = space.log_prob((stats_t,), (a_prime,))
+        # mu(a') from the stored behaviour statistics.
+        log_mu_prime = space.log_prob((steps.behaviour_params[0][:-1],), (a_prime,))
+        rho_prime = tf.stop_gradient(tf.exp(log_pi_prime - log_mu_prime))
+        advantage_prime = tf.stop_gradient(advantage(a_prime) - mean_advantage)  # Q(x, a') - V
+        # The paper's continuous policy gradient uses Q_opc targets.
+        advantage_t = tf.stop_gradient(q_opc_t - v_t)
+
+        def pi_loss_fn(phi):
+            loss = losses.truncated_policy_loss(space.log_prob((phi,), (action_t,)), rho_t,
+                                                advantage_t, config.truncation_threshold)
+            if config.truncation_threshold is not None:
+                loss += losses.continuous_bias_correction_loss(
+                    space.log_prob((phi,), (a_prime,)), rho_prime, advantage_prime,
+                    config.truncation_threshold)
+            return loss
+
+        surrogate, pi_loss, kl = self._policy_surrogate(stats_t, average_stats_t, pi_loss_fn,
+                                                        mask_t)
+        entropy_t = space.entropy((stats_t,))
+        return (surrogate, value_loss, entropy_t,
+                {'pi_loss': pi_loss, 'kl': kl, 'v_t': v_t, 'rho_t': rho_t})
+
     @tf.function(autograph=False)  # no tensor-dependent Python control flow
     def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
         config = self.config
         steps = batch.sequence.steps  # [T + 1, B, ...]
         inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first)
         mask_t = trajectory.valid_mask(steps.first)  # [T, B]
-        action_t = steps.action[0][:-1]  # [T, B]
-        mu_log_t = tf.nn.log_softmax(steps.behaviour_params[0][:-1])  # [T, B, A]
         average_out, _ = self.average_core.unroll(inputs, batch.sequence.core_state)
-        average_logits_t = tf.stop_gradient(average_out.policy_params[0][:-1])
+        average_stats_t = tf.stop_gradient(average_out.policy_params[0][:-1])
+        r_t = clip_rewards(steps.reward[:-1], config.reward_clipping) * config.reward_scaling
+        discount_t = steps.discount[:-1] * config.discounting * mask_t
 
         with tf.GradientTape() as tape:
             out, _ = self.core.unroll(inputs, batch.sequence.core_state)
-            logits = out.policy_params[0]  # [T + 1, B, A]
-            q = out.q_values  # [T + 1, B, A]
-            logits_t, q_t_all = logits[:-1], q[:-1]
-            pi_t = tf.nn.softmax(logits_t)
-            log_pi_t = tf.nn.log_softmax(logits_t)
-            v_t = tf.reduce_sum(pi_t * q_t_all, -1)  # [T, B]
-            bootstrap_value = tf.reduce_sum(tf.nn.softmax(logits[-1]) * q[-1], -1)  # [B]
-            q_t = tf.gather(q_t_all, action_t, batch_dims=2)  # [T, B]
-            rho_all_t = tf.stop_gradient(tf.exp(log_pi_t - mu_log_t))  # [T, B, A]
-            rho_t = tf.gather(rho_all_t, action_t, batch_dims=2)
-
-            r_t = clip_rewards(steps.reward[:-1], config.reward_clipping) * config.reward_scaling
-            discount_t = steps.discount[:-1] * config.discounting * mask_t
-            # A zero trace at placeholder steps: the step before bootstraps from V(final).
-            trace_t = (tf.ones_like(rho_t) if config.use_Q_opc else rho_t) * mask_t
-            q_ret_t = losses.retrace_targets(
-                r_t, discount_t, tf.stop_gradient(q_t), tf.stop_gradient(v_t),
-                tf.stop_gradient(bootstrap_value), trace_t)
-            q_loss = tf.reduce_sum(mask_t * 0.5 * tf.square(q_ret_t - q_t))
-
-            # Policy loss as a function of the logits, for the trust region.
-            phi = tf.stop_gradient(logits_t)
-            advantage_t = tf.stop_gradient(q_ret_t - v_t)
-            advantage_all_t = tf.stop_gradient(q_t_all - v_t[..., None])
-            with tf.GradientTape(persistent=True) as statistics_tape:
-                statistics_tape.watch(phi)
-                log_pi_phi = tf.nn.log_softmax(phi)
-                pi_loss_t = losses.truncated_policy_loss(
-                    tf.gather(log_pi_phi, action_t, batch_dims=2), rho_t, advantage_t,
-                    config.truncation_threshold)
-                if config.truncation_threshold is not None:
-                    pi_loss_t += losses.bias_correction_loss(
-                        log_pi_phi, rho_all_t, advantage_all_t, config.truncation_threshold)
-                pi_loss = tf.reduce_sum(mask_t * pi_loss_t)
-                average_log_pi = tf.nn.log_softmax(average_logits_t)
-                kl_t = tf.reduce_sum(tf.exp(average_log_pi) * (average_log_pi - log_pi_phi), -1)
-                kl = tf.reduce_sum(mask_t * kl_t)
-            g = -statistics_tape.gradient(pi_loss, phi)  # ascent direction, per row
-            z = g
-            if config.use_trust_region:
-                k = statistics_tape.gradient(kl, phi)
-                z = losses.trust_region_projection(g, k, config.trust_region_delta)
-            surrogate = -tf.reduce_sum(tf.stop_gradient(z) * logits_t)
-            entropy_t = -tf.reduce_sum(pi_t * log_pi_t, -1)
+            terms = self._discrete_terms if self._discrete else self._continuous_terms
+            surrogate, value_loss, entropy_t, info = terms(
+                out, average_stats_t, steps, r_t, discount_t, mask_t)
             entropy = tf.reduce_sum(mask_t * entropy_t)
             total = (config.pi_loss_coef * surrogate - config.beta * entropy
-                     + config.Q_loss_coef * q_loss)
+                     + config.Q_loss_coef * value_loss)
             num_valid = tf.maximum(tf.reduce_sum(mask_t), 1.0)
             if config.normalize_loss_by_steps:
                 total = total / num_valid
 
+        # Discrete ACER's V is sum_a pi Q: its baseline head gets no gradient.
         variables = [v for v in self.core.trainable_variables
-                     if 'baseline_head' not in v.name]  # ACER's V is sum_a pi Q
+                     if not (self._discrete and 'baseline_head' in v.name)]
         gradients = tape.gradient(total, variables)
         grad_norm = tf.linalg.global_norm(gradients)
         if config.clip_grad_norm:
@@ -139,14 +229,15 @@ class ACERLearner(tf.Module):
         def mean(x):
             return tf.reduce_sum(mask_t * x) / num_valid
 
+        rho_t = info['rho_t']
         truncated = tf.cast(rho_t > (config.truncation_threshold or float('inf')), tf.float32)
         return {
-            'loss/policy': pi_loss / num_valid,
-            'loss/q': q_loss / num_valid,
+            'loss/policy': info['pi_loss'] / num_valid,
+            'loss/q': value_loss / num_valid,
             'loss/total_loss': total,
-            'average_value': mean(v_t),
+            'average_value': mean(info['v_t']),
             'average_entropy': mean(entropy_t),
-            'average_kl': kl / num_valid,
+            'average_kl': info['kl'] / num_valid,
             'mean_rho': mean(rho_t),
             'fraction_truncated': mean(truncated),
             'grad_norm': grad_norm,

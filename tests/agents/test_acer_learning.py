@@ -92,8 +92,45 @@ def test_q_values_fit_rewards_without_discounting():
     assert last < 0.2 * first
 
 
-def test_rejects_continuous_actions():
-    space = ActionSpace(gym.spaces.Box(-1, 1, (2,)))
+def test_rejects_action_nests():
+    space = ActionSpace(gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Discrete(3))))
     core = ActorCriticCore(OBS_SPACE, space, hidden_sizes=(8,), lstm_size=0)
-    with pytest.raises(ValueError, match='one Discrete action space'):
+    with pytest.raises(ValueError, match='one Discrete or one Box action space'):
         ACERLearner(core, space, ACERConfig(), lambda: core)
+
+
+@pytest.mark.parametrize('lstm_size', [8, 0])
+def test_continuous_sdn_step(lstm_size):
+    space = ActionSpace(gym.spaces.Box(-2, 2, (2,)))
+
+    def make_core():
+        core = ActorCriticCore(OBS_SPACE, space, hidden_sizes=(8,), lstm_size=lstm_size,
+                               advantage_hidden_sizes=(8,))
+        create_variables(core, observation_spec(OBS_SPACE), space)
+        return core
+
+    core = make_core()
+    learner = ACERLearner(core, space, ACERConfig(lstm_size=lstm_size, hidden_sizes=(8,),
+                                                  unroll_length=T, batch_size=B), make_core)
+    rng = np.random.default_rng(0)
+    spec = trajectory.step_spec(observation_spec(OBS_SPACE), space.action_specs(),
+                                space.param_specs())
+    steps = trajectory.zeros(spec, (T + 1, B))._replace(
+        observation=rng.uniform(-1, 1, (T + 1, B, 3)).astype(np.float32),
+        action=(rng.normal(size=(T + 1, B, 2)).astype(np.float32),),
+        reward=rng.uniform(-1, 0, (T + 1, B)).astype(np.float32),
+        discount=np.ones((T + 1, B), np.float32),
+        first=np.zeros((T + 1, B), bool))
+    params = np.zeros((T + 1, B, 4), np.float32)
+    steps = steps._replace(
+        behaviour_params=(params,),
+        behaviour_log_prob=space.log_prob((params,), steps.action).numpy())
+    steps.first[0] = True
+    batch = Batch(trajectory.Sequence(steps, core.initial_state(B)), tf.constant([False] * B))
+    advantage_head = [v for v in core.variables if 'advantage_head' in v.name]
+    assert advantage_head
+    before = [v.numpy() for v in advantage_head]
+    metrics = learner.step(batch)
+    for name in METRICS:
+        assert np.isfinite(metrics[name].numpy()), name
+    assert any(not np.array_equal(b, v.numpy()) for b, v in zip(before, advantage_head))
