@@ -22,5 +22,7 @@ setup(
     ],
     extras_require={
         "test": ["pytest>=7"],
+        # launch/evaluate.py --video_dir (gymnasium's RecordVideo and classic-control rendering)
+        "video": ["moviepy", "pygame"],
     },
 )

@@ -93,8 +93,16 @@ def main(argv):
             raise EvaluationError(f'cannot make environment {env_id!r}: {e}') from None
         check_env(env, specs)
         if FLAGS.video_dir:
-            env = gym.wrappers.RecordVideo(env, FLAGS.video_dir, episode_trigger=lambda i: True)
-        returns = run_episodes(model, specs, env, FLAGS.episodes, FLAGS.seed, FLAGS.deterministic)
+            try:
+                env = gym.wrappers.RecordVideo(env, FLAGS.video_dir,
+                                               episode_trigger=lambda i: True)
+            except gym.error.DependencyNotInstalled as e:
+                raise EvaluationError(f'--video_dir: {e}') from None
+        try:
+            returns = run_episodes(model, specs, env, FLAGS.episodes, FLAGS.seed,
+                                   FLAGS.deterministic)
+        except gym.error.DependencyNotInstalled as e:  # rendering needs pygame, etc.
+            raise EvaluationError(f'--video_dir: {e}') from None
         env.close()
     except EvaluationError as e:
         print(f'error: {e}', file=sys.stderr)
