@@ -10,7 +10,6 @@ episode ends.
 
 import collections
 import threading
-import time
 from typing import Any, Callable, Optional
 
 import gymnasium as gym

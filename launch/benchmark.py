@@ -22,12 +22,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-import dataclasses  # noqa: E402
 
 import gymnasium as gym  # noqa: E402
-import numpy as np  # noqa: E402
 import reverb  # noqa: E402
-import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from launch import config_flags, environments, registry, training  # noqa: E402

@@ -3,7 +3,6 @@
 from typing import Tuple
 
 import numpy as np
-import tensorflow as tf
 
 from launch import environments
 from launch.actor import Policy

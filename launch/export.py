@@ -29,7 +29,7 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import Any, Dict
+from typing import Dict
 
 import gymnasium as gym
 import numpy as np

@@ -12,7 +12,7 @@ through the TF path.
 """
 
 import math
-from typing import Any, Optional, Tuple
+from typing import Any, Tuple
 
 import numpy as np
 import sonnet as snt

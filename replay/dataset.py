@@ -6,7 +6,7 @@ on the batch axis, with a mask of the replayed rows (CLEAR's cloning losses
 apply to those rows only).
 """
 
-from typing import Any, NamedTuple, Optional
+from typing import Any, NamedTuple
 
 import reverb
 import tensorflow as tf

@@ -9,11 +9,10 @@ referenced by one item per table: the data is sent once and indexed in
 step to Reverb (see DESIGN.md's measurements).
 """
 
-from typing import Any, Callable, Dict, Optional, Sequence as SequenceT
+from typing import Any, Callable, Optional, Sequence as SequenceT
 
 import numpy as np
 import reverb
-import tensorflow as tf
 import tree
 
 from replay import trajectory

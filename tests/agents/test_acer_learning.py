@@ -8,7 +8,7 @@ import tensorflow as tf
 from agents.acer.config import ACERConfig
 from agents.acer.learning import ACERLearner
 from launch.training import create_variables
-from networks.cores import ActorCriticCore, CoreInputs
+from networks.cores import ActorCriticCore
 from networks.distributions import ActionSpace
 from networks.observations import observation_spec
 from replay import trajectory
