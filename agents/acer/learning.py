@@ -20,12 +20,12 @@ or replayed; the schedule is the data stream, see `launch/registry.py`):
 
 from typing import Callable, Dict, Tuple
 
-import sonnet as snt
 import tensorflow as tf
 
 from agents.acer import losses
 from agents.acer.config import ACERConfig
 from agents.clear.losses import clip_rewards
+from agents.learner_base import LearnerBase
 from networks.cores import ActorCriticCore, AgentOutput, CoreInputs
 from networks.distributions import ActionSpace
 from replay import trajectory
@@ -37,37 +37,23 @@ def _gather(x: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
     return tf.gather(x, index, batch_dims=2)
 
 
-class ACERLearner(tf.Module):
+class ACERLearner(LearnerBase):
     """Owns the core, its running average, the optimiser and the counters."""
 
     def __init__(self, core: ActorCriticCore, action_space: ActionSpace, config: ACERConfig,
                  make_core: Callable[[], ActorCriticCore]):
-        super().__init__(name='acer_learner')
+        super().__init__(config, name='acer_learner')
         leaves = action_space.leaves
         if len(leaves) != 1:
             raise ValueError('acer supports one Discrete or one Box action space, '
                              f'got {action_space.space}')
         self.core = core
-        self.config = config
         self._actions = action_space
         self._discrete = leaves[0].kind == 'categorical'
         self._action_dim = leaves[0].size
         self.average_core = make_core()
         for average, variable in zip(self.average_core.variables, core.variables):
             average.assign(variable)
-        self.learning_rate = tf.Variable(config.learning_rate, dtype=tf.float32,
-                                         trainable=False, name='learning_rate')
-        self.optimizer = snt.optimizers.Adam(
-            learning_rate=self.learning_rate, beta1=config.adam_beta1,
-            beta2=config.adam_beta2, epsilon=config.adam_epsilon)
-        self.num_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_steps')
-        self.num_env_frames = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                          name='num_env_frames')
-
-    def set_progress(self, fraction: float) -> None:
-        """Anneals the learning rate: `fraction` of the env-step budget is done."""
-        if self.config.learning_rate_schedule == 'linear':
-            self.learning_rate.assign(self.config.learning_rate * max(0.0, 1.0 - fraction))
 
     def _policy_surrogate(self, stats_t, average_stats_t, pi_loss_fn, mask_t):
         """The trust-region-projected policy loss through the statistics.
@@ -212,19 +198,11 @@ class ACERLearner(tf.Module):
         # Discrete ACER's V is sum_a pi Q: its baseline head gets no gradient.
         variables = [v for v in self.core.trainable_variables
                      if not (self._discrete and 'baseline_head' in v.name)]
-        gradients = tape.gradient(total, variables)
-        grad_norm = tf.linalg.global_norm(gradients)
-        if config.clip_grad_norm:
-            gradients, _ = tf.clip_by_global_norm(gradients, config.clip_grad_norm,
-                                                  use_norm=grad_norm)
-        self.optimizer.apply(gradients, variables)
+        grad_norm = self._apply(tape.gradient(total, variables), variables, batch.replayed,
+                                tf.shape(mask_t)[0])
         alpha = config.trust_region_alpha
         for average, variable in zip(self.average_core.variables, self.core.variables):
             average.assign(alpha * average + (1.0 - alpha) * variable)
-        self.num_steps.assign_add(1)
-        fresh_rows = tf.reduce_sum(1.0 - tf.cast(batch.replayed, tf.float32))
-        self.num_env_frames.assign_add(
-            tf.cast(fresh_rows * tf.cast(tf.shape(mask_t)[0], tf.float32), tf.int64))
 
         def mean(x):
             return tf.reduce_sum(mask_t * x) / num_valid

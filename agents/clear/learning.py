@@ -10,41 +10,25 @@ value and every loss is masked there.
 
 from typing import Dict
 
-import sonnet as snt
 import tensorflow as tf
 
 from agents import vtrace
 from agents.clear import losses
 from agents.clear.config import CLEARConfig
+from agents.learner_base import LearnerBase
 from networks.cores import ActorCriticCore, CoreInputs
 from networks.distributions import ActionSpace
 from replay import trajectory
 from replay.dataset import Batch
 
 
-class CLEARLearner(tf.Module):
+class CLEARLearner(LearnerBase):
     """Owns the core, the optimiser and the counters; `step(batch)` learns."""
 
     def __init__(self, core: ActorCriticCore, action_space: ActionSpace, config: CLEARConfig):
-        super().__init__(name='clear_learner')
+        super().__init__(config, name='clear_learner')
         self.core = core
-        self.config = config
         self._action_space = action_space
-        # A variable, so the launcher can anneal it without retracing the step.
-        self.learning_rate = tf.Variable(config.learning_rate, dtype=tf.float32,
-                                         trainable=False, name='learning_rate')
-        self.optimizer = snt.optimizers.Adam(
-            learning_rate=self.learning_rate, beta1=config.adam_beta1,
-            beta2=config.adam_beta2, epsilon=config.adam_epsilon)
-        self.num_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_steps')
-        # Fresh (non-replayed) environment frames consumed, as in the seed.
-        self.num_env_frames = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                          name='num_env_frames')
-
-    def set_progress(self, fraction: float) -> None:
-        """Anneals the learning rate: `fraction` of the env-step budget is done."""
-        if self.config.learning_rate_schedule == 'linear':
-            self.learning_rate.assign(self.config.learning_rate * max(0.0, 1.0 - fraction))
 
     @tf.function(autograph=False)  # no tensor-dependent Python control flow; tracing is ~3x faster
     def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
@@ -90,16 +74,8 @@ class CLEARLearner(tf.Module):
                      + config.value_cloning_cost * value_cloning)
 
         variables = self.core.trainable_variables
-        gradients = tape.gradient(total, variables)
-        grad_norm = tf.linalg.global_norm(gradients)
-        if config.clip_grad_norm:
-            gradients, _ = tf.clip_by_global_norm(gradients, config.clip_grad_norm,
-                                                  use_norm=grad_norm)
-        self.optimizer.apply(gradients, variables)
-        self.num_steps.assign_add(1)
-        fresh_rows = tf.reduce_sum(1.0 - replayed)
-        self.num_env_frames.assign_add(
-            tf.cast(fresh_rows * tf.cast(tf.shape(mask_t)[0], tf.float32), tf.int64))
+        grad_norm = self._apply(tape.gradient(total, variables), variables, batch.replayed,
+                                tf.shape(mask_t)[0])
         return {
             'loss/policy_gradient': pg,
             'loss/baseline': baseline,

@@ -1,0 +1,51 @@
+"""What every learner owns besides its networks: an annealed Adam and counters.
+
+A learner subclasses `LearnerBase` (one level, no further hierarchy) and
+writes its own `@tf.function` `step`; the attribute names here are part of
+the checkpoints.
+"""
+
+from typing import List
+
+import sonnet as snt
+import tensorflow as tf
+
+
+class LearnerBase(tf.Module):
+    """`learning_rate` (a variable the launcher anneals), `optimizer`, `num_steps`,
+    `num_env_frames` (fresh, non-replayed frames consumed, as in the seeds)."""
+
+    def __init__(self, config, name: str):
+        super().__init__(name=name)
+        self.config = config
+        # A variable, so the launcher can anneal it without retracing the step.
+        self.learning_rate = tf.Variable(config.learning_rate, dtype=tf.float32,
+                                         trainable=False, name='learning_rate')
+        self.optimizer = snt.optimizers.Adam(
+            learning_rate=self.learning_rate, beta1=config.adam_beta1,
+            beta2=config.adam_beta2, epsilon=config.adam_epsilon)
+        self.num_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_steps')
+        self.num_env_frames = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                          name='num_env_frames')
+
+    def set_progress(self, fraction: float) -> None:
+        """Anneals the learning rate: `fraction` of the env-step budget is done."""
+        if self.config.learning_rate_schedule == 'linear':
+            self.learning_rate.assign(self.config.learning_rate * max(0.0, 1.0 - fraction))
+
+    def _apply(self, gradients: List[tf.Tensor], variables: List[tf.Variable],
+               replayed: tf.Tensor, unroll_length: tf.Tensor) -> tf.Tensor:
+        """Clips by global norm, applies Adam, counts the step and its fresh frames.
+
+        replayed: `[B]` bool rows of the batch; returns the pre-clip global norm.
+        """
+        grad_norm = tf.linalg.global_norm(gradients)
+        if self.config.clip_grad_norm:
+            gradients, _ = tf.clip_by_global_norm(gradients, self.config.clip_grad_norm,
+                                                  use_norm=grad_norm)
+        self.optimizer.apply(gradients, variables)
+        self.num_steps.assign_add(1)
+        fresh_rows = tf.reduce_sum(1.0 - tf.cast(replayed, tf.float32))
+        self.num_env_frames.assign_add(
+            tf.cast(fresh_rows * tf.cast(unroll_length, tf.float32), tf.int64))
+        return grad_norm
