@@ -7,7 +7,7 @@ optimiser fields mirror CLEAR's so `launch/` wires both the same way.
 import dataclasses
 from typing import Optional
 
-from agents.clear.config import LEARNING_RATE_SCHEDULES, REWARD_CLIPPINGS
+from agents.clear.config import check_reward_and_schedule
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,12 +50,7 @@ class ACERConfig:
     advantage_hidden_sizes: tuple = (64,)  # MLP of A(x, a) (continuous actions)
 
     def __post_init__(self):
-        if self.reward_clipping not in REWARD_CLIPPINGS:
-            raise ValueError(f'reward_clipping must be one of {REWARD_CLIPPINGS}, '
-                             f'got {self.reward_clipping!r}')
-        if self.learning_rate_schedule not in LEARNING_RATE_SCHEDULES:
-            raise ValueError(f'learning_rate_schedule must be one of {LEARNING_RATE_SCHEDULES}, '
-                             f'got {self.learning_rate_schedule!r}')
+        check_reward_and_schedule(self)
         if self.replay_ratio < 0:
             raise ValueError(f'replay_ratio must be >= 0, got {self.replay_ratio}')
         if not 0.0 <= self.trust_region_alpha < 1.0:

@@ -11,6 +11,16 @@ REWARD_CLIPPINGS = ('abs_one', 'soft_asymmetric', 'none')
 LEARNING_RATE_SCHEDULES = ('linear', 'constant')
 
 
+def check_reward_and_schedule(config) -> None:
+    """The `reward_clipping` and `learning_rate_schedule` checks every agent config shares."""
+    if config.reward_clipping not in REWARD_CLIPPINGS:
+        raise ValueError(f'reward_clipping must be one of {REWARD_CLIPPINGS}, '
+                         f'got {config.reward_clipping!r}')
+    if config.learning_rate_schedule not in LEARNING_RATE_SCHEDULES:
+        raise ValueError(f'learning_rate_schedule must be one of {LEARNING_RATE_SCHEDULES}, '
+                         f'got {config.learning_rate_schedule!r}')
+
+
 @dataclasses.dataclass(frozen=True)
 class CLEARConfig:
     # Data.
@@ -44,12 +54,7 @@ class CLEARConfig:
     torso: str = 'auto'  # 'auto', 'mlp', 'nature_cnn' or 'impala_resnet'
 
     def __post_init__(self):
-        if self.reward_clipping not in REWARD_CLIPPINGS:
-            raise ValueError(f'reward_clipping must be one of {REWARD_CLIPPINGS}, '
-                             f'got {self.reward_clipping!r}')
-        if self.learning_rate_schedule not in LEARNING_RATE_SCHEDULES:
-            raise ValueError(f'learning_rate_schedule must be one of {LEARNING_RATE_SCHEDULES}, '
-                             f'got {self.learning_rate_schedule!r}')
+        check_reward_and_schedule(self)
         if not 0.0 <= self.replay_fraction <= 1.0:
             raise ValueError(f'replay_fraction must be in [0, 1], got {self.replay_fraction}')
         if self.batch_size < 1 or self.unroll_length < 1:
