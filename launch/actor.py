@@ -127,7 +127,11 @@ class Actor:
                  seed: int,
                  stats: Optional[EpisodeStats] = None,
                  deterministic: bool = False,
-                 use_numpy: bool = True):
+                 use_numpy: bool = True,
+                 random_steps: int = 0):
+        """`random_steps`: this actor's first env steps take uniformly random actions
+        (SAC's `learning_starts`); the stored log-probability is the uniform one,
+        the stored parameters and baseline stay the policy's."""
         self._envs = envs
         self._core = core
         self._action_space = action_space
@@ -139,6 +143,8 @@ class Actor:
         self._cast = numpy_caster(envs.single_observation_space)
         self.policy = Policy(core, action_space, seed, deterministic, use_numpy)
         self._recent_actions = collections.deque(maxlen=64)  # for histograms
+        self._random_steps = random_steps
+        self._rng = np.random.default_rng(seed)
 
     def run(self, stop: Callable[[], bool], flush_timeout_ms: int = 1000) -> None:
         """Acts until `stop()` is true (checked once per step)."""
@@ -153,6 +159,7 @@ class Actor:
         placeholder = np.zeros([B], bool)  # this step holds an episode's final observation
         episode_return = np.zeros([B], np.float64)
         episode_length = np.zeros([B], np.int64)
+        steps_taken = 0
         if self._fetcher is not None:
             self._fetcher.fetch()  # blocks until the learner has published once
             self.policy.refresh()
@@ -160,6 +167,9 @@ class Actor:
         while not stop():
             action, params, log_prob, baseline, new_state = self.policy(
                 obs, prev_action, prev_reward, first, state)
+            if steps_taken < self._random_steps:
+                action, log_prob = self._action_space.sample_uniform(B, self._rng)
+            steps_taken += B
             self._recent_actions.append(action)
             next_obs, reward, terminated, truncated, _ = self._envs.step(
                 self._action_space.to_env(action))

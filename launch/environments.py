@@ -49,10 +49,10 @@ def make_vector_env(env_id: str, num_envs: int, seed: int,
     return envs
 
 
-def check_spaces(env_id: str, envs: gym.vector.VectorEnv) -> ActionSpace:
+def check_spaces(env_id: str, envs: gym.vector.VectorEnv, squash: bool = False) -> ActionSpace:
     """Raises `EnvironmentSetupError` (one line) when the agent cannot handle the spaces."""
     try:
         observation_spec(envs.single_observation_space)
-        return ActionSpace(envs.single_action_space)
+        return ActionSpace(envs.single_action_space, squash)
     except UnsupportedSpaceError as e:
         raise EnvironmentSetupError(f'{env_id}: {e}') from None

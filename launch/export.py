@@ -179,7 +179,7 @@ def restore_core(logdir: str, checkpoint_path: str = None):
     config = agent.config_class(**{k: tuple(v) if isinstance(v, list) else v
                                    for k, v in run['config'].items()})
     envs = environments.make_vector_env(run['env'], 1, 0)
-    action_space = environments.check_spaces(run['env'], envs)
+    action_space = environments.check_spaces(run['env'], envs, agent.squash_actions)
     obs_space = envs.single_observation_space
     envs.close()
     core, learner = training.build_agent(agent, obs_space, action_space, config)

@@ -7,7 +7,7 @@ then `replay_ratio` replayed ones).
 """
 
 import dataclasses
-from typing import Any, Callable, Dict, Iterator, List
+from typing import Any, Callable, Dict, Iterator, List, Optional
 
 import numpy as np
 import reverb
@@ -16,6 +16,8 @@ from agents.acer.config import ACERConfig
 from agents.acer.learning import ACERLearner
 from agents.clear.config import CLEARConfig
 from agents.clear.learning import CLEARLearner
+from agents.sac.config import SACConfig
+from agents.sac.learning import SACLearner
 from networks.cores import ActorCriticCore
 from networks.distributions import ActionSpace, UnsupportedSpaceError
 from replay import dataset as dataset_lib
@@ -33,6 +35,15 @@ class AgentDefinition:
     # (address, signature, config, client, timeout_ms) -> the learner's data stream; it
     # ends when a table gave no data for timeout_ms (-1: never).
     batches: Callable[[str, Any, Any, reverb.Client, int], Iterator]
+    squash_actions: bool = False  # continuous actions as tanh-squashed Gaussians (SAC)
+    # config -> replayed samples per inserted item, held by the replay table (None: free)
+    samples_per_insert: Callable[[Any], Optional[float]] = lambda config: None
+    # config -> steps between the starts of consecutive sequences
+    sequence_period: Callable[[Any], int] = lambda config: config.sequence_length - 1
+    # config -> each actor's first env steps with uniformly random actions
+    random_steps: Callable[[Any], int] = lambda config: 0
+    # RunOptions fields this agent defaults differently (num_envs, num_steps, ...)
+    run_defaults: Dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def _actor_critic_core(observation_space, action_space: ActionSpace, config,
@@ -103,6 +114,19 @@ def _acer_batches(address, signature, config: ACERConfig, client: reverb.Client,
             yield batch
 
 
+# --- SAC ---------------------------------------------------------------------------
+
+def _sac_core(observation_space, action_space: ActionSpace, config: SACConfig):
+    # The actor only: pi(a | s), no memory, no previous action / reward input.
+    return ActorCriticCore(observation_space, action_space, torso=config.torso,
+                           hidden_sizes=tuple(config.hidden_sizes), lstm_size=0,
+                           condition_on_previous=False)
+
+
+def _sac_tables(config: SACConfig) -> List[str]:
+    return [tables.REPLAY] + ([tables.QUEUE] if config.online_fraction > 0 else [])
+
+
 AGENTS: Dict[str, AgentDefinition] = {
     'clear': AgentDefinition(
         'clear', CLEARConfig, _actor_critic_core,
@@ -111,6 +135,16 @@ AGENTS: Dict[str, AgentDefinition] = {
     'acer': AgentDefinition(
         'acer', ACERConfig, _acer_core, ACERLearner,
         lambda config: [tables.QUEUE, tables.REPLAY], lambda config: 1, _acer_batches),
+    'sac': AgentDefinition(
+        'sac', SACConfig, _sac_core,
+        lambda core, space, config, make_core: SACLearner(core, space, config),
+        _sac_tables, lambda config: config.learning_starts, _clear_batches,
+        squash_actions=True,
+        samples_per_insert=lambda config: config.samples_per_insert,
+        # Every step starts a transition (n-step windows overlap by n).
+        sequence_period=lambda config: 1,
+        random_steps=lambda config: config.learning_starts,
+        run_defaults={'num_envs': 1, 'num_steps': 10_000, 'eval_episodes': 10}),
 }
 
 

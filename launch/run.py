@@ -18,11 +18,23 @@ from launch import config_flags, environments, registry, training  # noqa: E402
 flags.DEFINE_string('agent', 'clear', f'agent to train: one of {sorted(registry.AGENTS)}')
 _DEFAULTS = training.RunOptions()
 flags.DEFINE_string('env', _DEFAULTS.env, 'any gymnasium environment id (or module:Env-v0)')
-flags.DEFINE_integer('num_envs', _DEFAULTS.num_envs, 'environments per actor, stepped together')
-flags.DEFINE_integer('num_steps', _DEFAULTS.num_steps, 'environment-step budget')
+
+
+def _default_help(field: str) -> str:
+    """'(default X; sac: Y)': RunOptions' default and the agents that differ."""
+    parts = [f'default {getattr(_DEFAULTS, field)}'] + [
+        f'{name}: {a.run_defaults[field]}' for name, a in sorted(registry.AGENTS.items())
+        if field in a.run_defaults]
+    return f'({"; ".join(parts)})'
+
+
+flags.DEFINE_integer('num_envs', None,
+                     f'environments per actor, stepped together {_default_help("num_envs")}')
+flags.DEFINE_integer('num_steps', None, f'environment-step budget {_default_help("num_steps")}')
 flags.DEFINE_integer('seed', _DEFAULTS.seed, 'random seed (environments, sampling, initialisation)')
 flags.DEFINE_string('logdir', _DEFAULTS.logdir, 'TensorBoard logs, checkpoints, summary.json')
-flags.DEFINE_integer('eval_episodes', _DEFAULTS.eval_episodes, 'greedy evaluation episodes at the end')
+flags.DEFINE_integer('eval_episodes', None,
+                     f'greedy evaluation episodes at the end {_default_help("eval_episodes")}')
 flags.DEFINE_float('target_return', _DEFAULTS.target_return,
                    'stop early once the last 20 training episodes average this return')
 flags.DEFINE_float('log_interval_s', _DEFAULTS.log_interval_s, 'seconds between progress lines')
@@ -38,12 +50,13 @@ def main(argv):
     try:
         agent = registry.get(FLAGS.agent)
         config = config_flags.config_from_flags(agent.config_class)
+        per_agent = {name: getattr(FLAGS, name) for name in ('num_envs', 'num_steps',
+                                                            'eval_episodes')}
         options = training.RunOptions(
-            agent=FLAGS.agent, env=FLAGS.env, num_envs=FLAGS.num_envs,
-            num_steps=FLAGS.num_steps, seed=FLAGS.seed, logdir=FLAGS.logdir,
-            eval_episodes=FLAGS.eval_episodes, target_return=FLAGS.target_return,
-            log_interval_s=FLAGS.log_interval_s,
-            checkpoint_interval_s=FLAGS.checkpoint_interval_s)
+            agent=FLAGS.agent, env=FLAGS.env, seed=FLAGS.seed, logdir=FLAGS.logdir,
+            target_return=FLAGS.target_return, log_interval_s=FLAGS.log_interval_s,
+            checkpoint_interval_s=FLAGS.checkpoint_interval_s,
+            **{**agent.run_defaults, **{k: v for k, v in per_agent.items() if v is not None}})
         summary = training.train(options, config)
     except (registry.UnknownAgentError, environments.EnvironmentSetupError, training.TrainingError,
             ValueError) as e:

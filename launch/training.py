@@ -97,7 +97,7 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
     np.random.seed(options.seed)
 
     envs = environments.make_vector_env(options.env, options.num_envs, options.seed)
-    action_space = environments.check_spaces(options.env, envs)
+    action_space = environments.check_spaces(options.env, envs, agent.squash_actions)
     obs_space = envs.single_observation_space
     obs_spec = observation_spec(obs_space)
 
@@ -114,7 +114,8 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
         signature, tables_lib.variables_signature(published),
         queue_size=config.queue_size, replay_size=config.replay_size,
         min_replay_size=agent.min_replay_size(config),
-        replay_eviction=config.replay_eviction))
+        replay_eviction=config.replay_eviction,
+        samples_per_insert=agent.samples_per_insert(config)))
     address = f'localhost:{server.port}'
     client = reverb.Client(address)
 
@@ -143,10 +144,12 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
     priority_fn = ((lambda table: float(np.random.uniform()))
                    if config.replay_eviction == 'reservoir' else None)
     writer = SequenceWriter(client, step_spec, core_state_spec, options.num_envs,
-                            config.sequence_length, write_tables, priority_fn)
+                            config.sequence_length, write_tables, priority_fn,
+                            period=agent.sequence_period(config))
     stats = EpisodeStats()
     actor = Actor(envs, actor_core, action_space, writer,
-                  VariableFetcher(client, list(actor_core.variables)), options.seed, stats)
+                  VariableFetcher(client, list(actor_core.variables)), options.seed, stats,
+                  random_steps=agent.random_steps(config))
     stop_event = threading.Event()
     actor_error = []
 

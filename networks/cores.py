@@ -54,11 +54,16 @@ class ActorCriticCore(snt.RNNCore):
                  lstm_size: int = 128,
                  num_q_values: int = 0,
                  advantage_hidden_sizes: Optional[Sequence[int]] = None,
+                 condition_on_previous: bool = True,
                  name: Optional[str] = None):
         """`num_q_values > 0` adds a Q head (one value per discrete action, ACER);
-        `advantage_hidden_sizes` adds an A(x, a) MLP (ACER's SDN, continuous)."""
+        `advantage_hidden_sizes` adds an A(x, a) MLP (ACER's SDN, continuous);
+        `condition_on_previous=False` leaves the previous action and reward out of
+        the heads' input (SAC's pi(a | s) over a Markov state)."""
         super().__init__(name=name)
         self._action_space = action_space
+        self.observation_space = observation_space
+        self.condition_on_previous = condition_on_previous
         self._torso = ObservationTorso(observation_space, torso, hidden_sizes)
         self._lstm = snt.LSTM(lstm_size) if lstm_size > 0 else None
         self._policy_head = snt.Linear(
@@ -101,9 +106,12 @@ class ActorCriticCore(snt.RNNCore):
         return self._lstm.initial_state(batch_size)
 
     def _embed(self, inputs: CoreInputs) -> tf.Tensor:
-        """Per-row embedding, `[N, ...]` -> `[N, F + A + 1]`."""
-        keep = 1.0 - tf.cast(inputs.first, tf.float32)[:, None]
+        """Per-row embedding, `[N, ...]` -> `[N, F + A + 1]` (`[N, F]` without the
+        previous action and reward)."""
         features = self._torso(inputs.observation)
+        if not self.condition_on_previous:
+            return features
+        keep = 1.0 - tf.cast(inputs.first, tf.float32)[:, None]
         prev_action = self._action_space.encode(inputs.prev_action) * keep
         prev_reward = tf.cast(inputs.prev_reward, tf.float32)[:, None] * keep
         return tf.concat([features, prev_action, prev_reward], -1)

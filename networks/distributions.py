@@ -7,7 +7,10 @@ distribution:
 - `MultiDiscrete(nvec)` -> one categorical leaf per element of `nvec`
     (several action heads, as with StarCraft-style actions);
 - `Box(shape)` -> one diagonal-Gaussian leaf over `prod(shape)` dimensions,
-    parameterised by `[mean, log_std]` concatenated on the last axis;
+    parameterised by `[mean, log_std]` concatenated on the last axis; with
+    `squash=True` (SAC) a tanh-squashed Gaussian instead: actions live in
+    `[-1, 1]` inside the library and are rescaled to the Box bounds by
+    `to_env` (the bounds must be finite);
 - `Tuple` / `Dict` -> the leaves of their members, in gymnasium's order.
 
 Inside the library an action is a tuple with one tensor per leaf (`[...]`
@@ -38,7 +41,7 @@ class UnsupportedSpaceError(ValueError):
 @dataclasses.dataclass(frozen=True)
 class Leaf:
     """One independent part of an action: categorical or diagonal Gaussian."""
-    kind: str  # 'categorical' or 'gaussian'
+    kind: str  # 'categorical', 'gaussian' or 'tanh_gaussian'
     size: int  # number of categories, or number of dimensions
     offset: int = 0  # gymnasium's `start` for Discrete / MultiDiscrete
 
@@ -52,7 +55,7 @@ class Leaf:
         return self.size
 
 
-def _leaves(space: gym.Space, path: str) -> List[Leaf]:
+def _leaves(space: gym.Space, path: str, squash: bool = False) -> List[Leaf]:
     if isinstance(space, gym.spaces.Discrete):
         return [Leaf('categorical', int(space.n), int(space.start))]
     if isinstance(space, gym.spaces.MultiDiscrete):
@@ -63,11 +66,17 @@ def _leaves(space: gym.Space, path: str) -> List[Leaf]:
             raise UnsupportedSpaceError(
                     f'action space{path} is an integer Box {space}; use Discrete or '
                     'MultiDiscrete for integer actions')
-        return [Leaf('gaussian', int(np.prod(space.shape)))]
+        if squash and not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+            raise UnsupportedSpaceError(
+                    f'action space{path} {space} has infinite bounds; a squashed (tanh) '
+                    'policy needs finite ones')
+        return [Leaf('tanh_gaussian' if squash else 'gaussian', int(np.prod(space.shape)))]
     if isinstance(space, gym.spaces.Tuple):
-        return [l for i, s in enumerate(space.spaces) for l in _leaves(s, f'{path}[{i}]')]
+        return [l for i, s in enumerate(space.spaces)
+                for l in _leaves(s, f'{path}[{i}]', squash)]
     if isinstance(space, gym.spaces.Dict):
-        return [l for k, s in space.spaces.items() for l in _leaves(s, f'{path}[{k!r}]')]
+        return [l for k, s in space.spaces.items()
+                for l in _leaves(s, f'{path}[{k!r}]', squash)]
     raise UnsupportedSpaceError(
             f'action space{path} {space} is not supported (supported: Discrete, '
             'MultiDiscrete, Box, and Tuple/Dict of those)')
@@ -76,9 +85,10 @@ def _leaves(space: gym.Space, path: str) -> List[Leaf]:
 class ActionSpace:
     """The flat leaves of a gymnasium action space, and distributions over them."""
 
-    def __init__(self, space: gym.Space):
+    def __init__(self, space: gym.Space, squash: bool = False):
         self.space = space
-        self.leaves: Tuple[Leaf, ...] = tuple(_leaves(space, ''))
+        self.squash = squash
+        self.leaves: Tuple[Leaf, ...] = tuple(_leaves(space, '', squash))
 
     # --- sizes and specs --------------------------------------------------
 
@@ -109,7 +119,7 @@ class ActionSpace:
         parts = tf.split(flat_params, self.param_sizes, axis=-1)
         out = []
         for leaf, p in zip(self.leaves, parts):
-            if leaf.kind == 'gaussian':
+            if leaf.kind != 'categorical':
                 mean, log_std = tf.split(p, 2, axis=-1)
                 p = tf.concat([mean, tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)], -1)
             out.append(p)
@@ -122,14 +132,22 @@ class ActionSpace:
             if leaf.kind == 'categorical':
                 logp = tf.nn.log_softmax(p)
                 total += tf.gather(logp, tf.cast(a, tf.int32), batch_dims=len(a.shape))
+            elif leaf.kind == 'gaussian':
+                total += gaussian_log_prob(p, a)
             else:
-                mean, log_std = tf.split(p, 2, axis=-1)
-                z = (a - mean) * tf.exp(-log_std)
-                total += tf.reduce_sum(-0.5 * z * z - log_std - 0.5 * math.log(2 * math.pi), -1)
+                # The pre-squash sample, recovered from the stored action in (-1, 1).
+                u = tf.atanh(tf.clip_by_value(a, -1.0 + 1e-6, 1.0 - 1e-6))
+                total += gaussian_log_prob(p, u) - tanh_log_det(u)
         return total
+
+    def _no_closed_form(self, what: str) -> None:
+        if any(l.kind == 'tanh_gaussian' for l in self.leaves):
+            raise ValueError(f'a tanh-squashed Gaussian has no closed-form {what}; '
+                             'estimate it from samples (sample_squashed)')
 
     def entropy(self, params: Sequence[tf.Tensor]) -> tf.Tensor:
         """Entropy summed over leaves: `[...]`."""
+        self._no_closed_form('entropy')
         total = 0.0
         for leaf, p in zip(self.leaves, params):
             if leaf.kind == 'categorical':
@@ -143,6 +161,7 @@ class ActionSpace:
     def kl_divergence(self, params_p: Sequence[tf.Tensor],
                                         params_q: Sequence[tf.Tensor]) -> tf.Tensor:
         """KL(p || q) summed over leaves: `[...]`."""
+        self._no_closed_form('KL divergence')
         total = 0.0
         for leaf, p, q in zip(self.leaves, params_p, params_q):
             if leaf.kind == 'categorical':
@@ -164,14 +183,20 @@ class ActionSpace:
                 out.append(tf.random.categorical(p, 1, dtype=tf.int32)[:, 0])
             else:
                 mean, log_std = tf.split(p, 2, axis=-1)
-                out.append(mean + tf.exp(log_std) * tf.random.normal(tf.shape(mean)))
+                u = mean + tf.exp(log_std) * tf.random.normal(tf.shape(mean))
+                out.append(tf.tanh(u) if leaf.kind == 'tanh_gaussian' else u)
         return tuple(out)
 
     def mode(self, params: Sequence[tf.Tensor]) -> Tuple[tf.Tensor, ...]:
         """The most likely action (argmax / mean) per leaf."""
-        return tuple(
-                tf.argmax(p, -1, output_type=tf.int32) if leaf.kind == 'categorical'
-                else tf.split(p, 2, axis=-1)[0] for leaf, p in zip(self.leaves, params))
+        out = []
+        for leaf, p in zip(self.leaves, params):
+            if leaf.kind == 'categorical':
+                out.append(tf.argmax(p, -1, output_type=tf.int32))
+            else:
+                mean = tf.split(p, 2, axis=-1)[0]
+                out.append(tf.tanh(mean) if leaf.kind == 'tanh_gaussian' else mean)
+        return tuple(out)
 
     def encode(self, actions: Sequence[tf.Tensor]) -> tf.Tensor:
         """Actions as a core input: one-hot categorical leaves, raw Gaussian ones.
@@ -182,13 +207,33 @@ class ActionSpace:
                           else tf.cast(a, tf.float32) for leaf, a in zip(self.leaves, actions)]
         return tf.concat(parts, -1)
 
+    def sample_uniform(self, batch_size: int, rng: np.random.Generator
+                       ) -> Tuple[Tuple[np.ndarray, ...], np.ndarray]:
+        """Uniformly random actions (SAC's `learning_starts` phase), numpy.
+
+        Returns (per-leaf actions `[B]` / `[B, d]`, their log-density `[B]`);
+        unsquashed Gaussian leaves have no uniform distribution (ValueError).
+        """
+        actions, log_prob = [], 0.0
+        for leaf in self.leaves:
+            if leaf.kind == 'categorical':
+                actions.append(rng.integers(0, leaf.size, batch_size).astype(np.int32))
+                log_prob -= math.log(leaf.size)
+            elif leaf.kind == 'tanh_gaussian':
+                actions.append(rng.uniform(-1.0, 1.0, (batch_size, leaf.size)).astype(np.float32))
+                log_prob -= leaf.size * math.log(2.0)
+            else:
+                raise ValueError('uniform actions need bounded (squashed) continuous leaves')
+        return tuple(actions), np.full([batch_size], log_prob, np.float32)
+
     # --- conversion to and from the environment's nest --------------------
 
     def to_env(self, actions: Sequence[np.ndarray]) -> Any:
         """Batched per-leaf numpy actions -> the batched nest the vector env takes.
 
         Gaussian actions are clipped to the Box bounds here (the stored action
-        keeps the unclipped sample, whose log-probability the learner needs).
+        keeps the unclipped sample, whose log-probability the learner needs);
+        squashed actions in [-1, 1] are rescaled to the bounds.
         """
         it = iter(actions)
 
@@ -201,6 +246,8 @@ class ActionSpace:
                 return flat.reshape((-1,) + space.nvec.shape).astype(space.dtype)
             if isinstance(space, gym.spaces.Box):
                 a = np.asarray(next(it)).reshape((-1,) + space.shape)
+                if self.squash:
+                    a = space.low + (np.clip(a, -1.0, 1.0) + 1.0) * 0.5 * (space.high - space.low)
                 return np.clip(a, space.low, space.high).astype(space.dtype)
             if isinstance(space, gym.spaces.Tuple):
                 return tuple(build(s) for s in space.spaces)
@@ -220,6 +267,8 @@ class ActionSpace:
                 out.extend(a[:, i].astype(np.int32) for i in range(a.shape[1]))
             elif isinstance(space, gym.spaces.Box):
                 a = np.asarray(a, np.float32)
+                if self.squash:
+                    a = (2.0 * (a - space.low) / (space.high - space.low) - 1.0).astype(np.float32)
                 out.append(a.reshape(len(a), -1))
             elif isinstance(space, gym.spaces.Tuple):
                 for s, x in zip(space.spaces, a):
@@ -230,3 +279,26 @@ class ActionSpace:
 
         walk(self.space, env_actions)
         return tuple(out)
+
+
+def gaussian_log_prob(params: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
+    """Diagonal Gaussian log-density: params `[..., 2 d]` (mean, log-std), x `[..., d]` -> `[...]`."""
+    mean, log_std = tf.split(params, 2, axis=-1)
+    z = (x - mean) * tf.exp(-log_std)
+    return tf.reduce_sum(-0.5 * z * z - log_std - 0.5 * math.log(2 * math.pi), -1)
+
+
+def tanh_log_det(u: tf.Tensor) -> tf.Tensor:
+    """log |d tanh(u) / du| summed over the last axis, stable for large |u|: `[..., d]` -> `[...]`."""
+    return tf.reduce_sum(2.0 * (math.log(2.0) - u - tf.nn.softplus(-2.0 * u)), -1)
+
+
+def sample_squashed(params: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    """A reparameterised tanh-Gaussian sample and its log-probability.
+
+    params `[..., 2 d]` -> (action `[..., d]` in (-1, 1), log_prob `[...]`); gradients
+    flow to `params` through the action (SAC's actor loss needs them).
+    """
+    mean, log_std = tf.split(params, 2, axis=-1)
+    u = mean + tf.exp(log_std) * tf.random.normal(tf.shape(mean))
+    return tf.tanh(u), gaussian_log_prob(params, u) - tanh_log_det(u)

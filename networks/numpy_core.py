@@ -39,6 +39,7 @@ class NumpyCore:
         if parts is None:
             raise ValueError('NumpyCore needs an MLP torso over one vector observation')
         self._parts = parts
+        self._condition_on_previous = core.condition_on_previous
         self._action_space = action_space
         self._deterministic = deterministic
         self._rng = np.random.default_rng(seed)
@@ -87,8 +88,9 @@ class NumpyCore:
         for w, b in self._torso:
             x = np.maximum(x @ w + b, 0.0)
         keep = (~first).astype(np.float32)[:, None]
-        x = np.concatenate([x] + [e * keep for e in self._encode(prev_action)]
-                           + [prev_reward.astype(np.float32)[:, None] * keep], axis=1)
+        if self._condition_on_previous:
+            x = np.concatenate([x] + [e * keep for e in self._encode(prev_action)]
+                               + [prev_reward.astype(np.float32)[:, None] * keep], axis=1)
         if self._lstm is not None:
             w, b, size = self._lstm
             hidden, cell = state.hidden * keep, state.cell * keep
@@ -117,11 +119,16 @@ class NumpyCore:
                 mean, log_std = np.split(p, 2, axis=1)
                 log_std = np.clip(log_std, LOG_STD_MIN, LOG_STD_MAX)
                 p = np.concatenate([mean, log_std], axis=1)
-                a = mean if self._deterministic else (
+                u = mean if self._deterministic else (
                     mean + np.exp(log_std) * self._rng.standard_normal(mean.shape))
-                a = a.astype(np.float32)
-                z = (a - mean) * np.exp(-log_std)
+                u = u.astype(np.float32)
+                z = (u - mean) * np.exp(-log_std)
                 log_prob += (-0.5 * z * z - log_std - 0.5 * math.log(2 * math.pi)).sum(-1)
+                a = u
+                if leaf.kind == 'tanh_gaussian':
+                    a = np.tanh(u)
+                    # log |d tanh(u) / du|, stable for large |u|.
+                    log_prob -= (2.0 * (math.log(2.0) - u - np.logaddexp(0.0, -2.0 * u))).sum(-1)
             params.append(p.astype(np.float32, copy=False))
             actions.append(a)
         return tuple(actions), tuple(params), log_prob, baseline.astype(np.float32), state

@@ -30,13 +30,16 @@ class SequenceWriter:
                  tables: SequenceT[str],
                  priority_fn: Optional[Callable[[str], float]] = None,
                  max_pending_sequences: int = 16,
-                 pending_timeout_ms: int = 1000):
+                 pending_timeout_ms: int = 1000,
+                 period: Optional[int] = None):
         """Args:
           client: a Reverb client.
           step_spec: `Step` of specs (no leading dims).
           core_state_spec: nest of specs of one environment's core state.
           num_envs: B, environments stepped together.
-          sequence_length: L >= 2; consecutive sequences overlap by one step.
+          sequence_length: L >= 2.
+          period: steps between the starts of consecutive sequences, 1..L-1
+            (default L-1: they overlap by one step, the bootstrap step).
           tables: tables each sequence is inserted into.
           priority_fn: table name -> priority of a new item (default 1.0).
           max_pending_sequences: sequences written between brief flushes.
@@ -44,6 +47,10 @@ class SequenceWriter:
         """
         if sequence_length < 2:
             raise ValueError(f'sequence_length must be >= 2 (the last step bootstraps), got {sequence_length}')
+        period = sequence_length - 1 if period is None else period
+        if not 1 <= period < sequence_length:
+            raise ValueError(f'period must be in [1, {sequence_length - 1}], got {period}')
+        self._period = period
         self._client = client
         self._writer = client.trajectory_writer(num_keep_alive_refs=1)
         self._length = sequence_length
@@ -84,10 +91,11 @@ class SequenceWriter:
         if self._t < self._length:
             return False
         self._write()
-        # The last step starts the next sequence (overlap of one).
+        # The last L - period steps start the next sequence.
+        overlap = self._length - self._period
         for buf in self._steps + self._states:
-            buf[0] = buf[-1]
-        self._t = 1
+            buf[:overlap] = buf[self._period:].copy()
+        self._t = overlap
         return True
 
     def _write(self):

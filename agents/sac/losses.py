@@ -1,0 +1,108 @@
+"""SAC's losses and targets as pure functions of tensors.
+
+Shapes: `N` is the batch of transitions, `R` the critic replicas, `n` the
+actions of one discrete branch. Discrete branches follow ML-Agents: the Q
+value of a joint action is the mean over branches of each branch's Q, and a
+state's soft value is the mean over branches of the exact expectation over
+that branch's actions (no sampling).
+"""
+
+from typing import Sequence
+
+import tensorflow as tf
+
+
+def n_step_targets(rewards: tf.Tensor, discounts: tf.Tensor, first: tf.Tensor,
+                   next_values: tf.Tensor, discounting: float) -> tf.Tensor:
+    """TD targets of the first transition of each sequence.
+
+    Args:
+      rewards: `[n, N]` rewards of steps 0..n-1.
+      discounts: `[n, N]` 0 where the episode terminated at that step (a
+        time-limit truncation keeps 1 and bootstraps).
+      first: `[n + 1, N]` bool, steps 0..n; `first[k]` means step k-1 held an
+        episode's final observation (the trajectory's placeholder step), so
+        step k-2's transition bootstraps from step k-1's observation.
+      next_values: `[n, N]` soft values V(s_k) of steps k = 1..n.
+      discounting: gamma.
+    Returns:
+      `[N]`: r_0 + gamma d_0 (r_1 + ...) up to the first episode end or step n,
+      bootstrapped there with the stored value.
+    """
+    n = int(rewards.shape[0])
+    target = next_values[n - 1]
+    for k in reversed(range(n)):
+        bootstrap = next_values[k]
+        if k + 2 <= n:
+            # Step k+1 is a placeholder (its successor starts an episode): it holds
+            # the final observation, whose value is the bootstrap; nothing after it
+            # belongs to this episode.
+            target = tf.where(first[k + 2], bootstrap, target)
+        else:
+            target = bootstrap
+        target = rewards[k] + discounting * discounts[k] * target
+    return target
+
+
+def discrete_soft_value(q_values: Sequence[tf.Tensor], log_probs: Sequence[tf.Tensor],
+                        alphas: Sequence[tf.Tensor], entropy: bool = True) -> tf.Tensor:
+    """Mean over branches of sum_a pi_b(a) (Q_b(a) - alpha_b log pi_b(a)), exact.
+
+    q_values, log_probs: per branch `[N, n_b]`; alphas: per branch scalars.
+    `entropy=False` drops the alpha terms. Returns `[N]`.
+    """
+    values = []
+    for q, log_p, alpha in zip(q_values, log_probs, alphas):
+        inside = q - alpha * log_p if entropy else q
+        values.append(tf.reduce_sum(tf.exp(log_p) * inside, -1))
+    return tf.add_n(values) / len(values)
+
+
+def critic_loss(q_taken: tf.Tensor, targets: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """Per replica 0.5 * mean (Q_r - y)^2 over valid rows.
+
+    q_taken `[R, N]`, targets `[N]` (not differentiated), mask `[N]` -> `[R]`.
+    """
+    error = q_taken - tf.stop_gradient(targets)[None]
+    count = tf.maximum(tf.reduce_sum(mask), 1.0)
+    return 0.5 * tf.reduce_sum(tf.square(error) * mask[None], -1) / count
+
+
+def continuous_actor_loss(q_values: tf.Tensor, log_prob: tf.Tensor,
+                          alpha: tf.Tensor) -> tf.Tensor:
+    """alpha log pi(a|s) - Q(s, a) per row, a a reparameterised sample: `[N]`."""
+    return alpha * log_prob - q_values
+
+
+def discrete_actor_loss(q_values: Sequence[tf.Tensor], log_probs: Sequence[tf.Tensor],
+                        alphas: Sequence[tf.Tensor]) -> tf.Tensor:
+    """Mean over branches of sum_a pi_b(a) (alpha_b log pi_b(a) - Q_b(a)): `[N]`.
+
+    The actor's gradient flows through pi and, for mixed actions, through the
+    continuous action inside Q; the caller differentiates the actor only.
+    """
+    return -discrete_soft_value(q_values, log_probs, alphas)
+
+
+def temperature_loss(log_alpha: tf.Tensor, entropy: tf.Tensor,
+                     target_entropy: float) -> tf.Tensor:
+    """log_alpha * (H - target), H not differentiated: alpha rises while the
+    policy's entropy is below the target and falls while above. entropy `[N]`."""
+    return log_alpha * tf.reduce_mean(tf.stop_gradient(entropy) - target_entropy)
+
+
+def soft_update(targets: Sequence[tf.Variable], sources: Sequence[tf.Variable],
+                tau: float) -> None:
+    """target <- tau * source + (1 - tau) * target, variable by variable."""
+    for target, source in zip(targets, sources):
+        target.assign(tau * source + (1.0 - tau) * target)
+
+
+def clip_gradient(x: tf.Tensor, limit: float) -> tf.Tensor:
+    """Identity forward; the gradient reaching `x` is clipped to [-limit, limit]."""
+
+    @tf.custom_gradient
+    def identity(y):
+        return tf.identity(y), lambda dy: tf.clip_by_value(dy, -limit, limit)
+
+    return identity(x)

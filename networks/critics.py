@@ -1,0 +1,82 @@
+"""An ensemble of Q networks evaluated as one: SAC's twin (or more) critics.
+
+The replicas share the observation encoder (flatten / one-hot for vector
+observations, the CNN for images, as in DrQ) and each has its own MLP. The
+MLPs are stored stacked (`[R, in, out]` per layer) and run as batched
+matmuls, so R critics cost about one call's overhead instead of R; on this
+library's small CPU machines that overhead, not the arithmetic, bounds the
+learner's updates per second.
+
+Inputs are the observation and the continuous part of the action (`[N, d]`,
+`d = 0` for purely discrete actions); the output is `[R, N, num_outputs]`:
+one value (continuous actions) or one value per discrete action of each
+branch, concatenated.
+"""
+
+from typing import Any, Optional, Sequence
+
+import gymnasium as gym
+import numpy as np
+import sonnet as snt
+import tensorflow as tf
+
+from networks.observations import ObservationTorso
+
+
+class StackedMLP(snt.Module):
+    """R independent MLPs run together: `[N, in]` (shared) or `[R, N, in]` -> `[R, N, out]`.
+
+    ReLU between layers, none after the last. Weights start like `snt.Linear`'s
+    (truncated normal, stddev 1/sqrt(fan_in)), biases at zero.
+    """
+
+    def __init__(self, num_replicas: int, output_sizes: Sequence[int],
+                 name: Optional[str] = None):
+        super().__init__(name=name)
+        self._num_replicas = num_replicas
+        self._output_sizes = tuple(output_sizes)
+        self._weights = None
+        self._biases = None
+
+    @snt.once
+    def _build(self, input_size: int) -> None:
+        self._weights, self._biases = [], []
+        fan_in = input_size
+        for i, size in enumerate(self._output_sizes):
+            init = tf.random.truncated_normal([self._num_replicas, fan_in, size],
+                                              stddev=1.0 / np.sqrt(fan_in))
+            self._weights.append(tf.Variable(init, name=f'w_{i}'))
+            self._biases.append(tf.Variable(tf.zeros([self._num_replicas, 1, size]),
+                                            name=f'b_{i}'))
+            fan_in = size
+
+    def __call__(self, x: tf.Tensor) -> tf.Tensor:
+        self._build(int(x.shape[-1]))
+        last = len(self._weights) - 1
+        for i, (w, b) in enumerate(zip(self._weights, self._biases)):
+            if x.shape.rank == 2:  # the shared input of the first layer
+                x = tf.einsum('ni,rio->rno', x, w) + b
+            else:
+                x = tf.matmul(x, w) + b
+            if i < last:
+                x = tf.nn.relu(x)
+        return x
+
+
+class CriticEnsemble(snt.Module):
+    """`num_replicas` critics Q(observation, continuous action) -> `[R, N, num_outputs]`."""
+
+    def __init__(self, observation_space: gym.Space, num_replicas: int,
+                 hidden_sizes: Sequence[int], num_outputs: int, torso: str = 'auto',
+                 name: Optional[str] = None):
+        super().__init__(name=name)
+        self.num_replicas = num_replicas
+        # hidden_sizes=() makes the vector torso a flatten (/ one-hot): the replicas'
+        # own MLPs do the work.
+        self._encoder = ObservationTorso(observation_space, torso, hidden_sizes=())
+        self._mlps = StackedMLP(num_replicas, list(hidden_sizes) + [num_outputs], name='mlps')
+
+    def __call__(self, observation: Any, continuous_action: tf.Tensor) -> tf.Tensor:
+        """observation nest `[N, ...]`, continuous_action `[N, d]` -> `[R, N, num_outputs]`."""
+        features = self._encoder(observation)
+        return self._mlps(tf.concat([features, continuous_action], -1))
