@@ -36,6 +36,7 @@ class AgentDefinition:
     # ends when a table gave no data for timeout_ms (-1: never).
     batches: Callable[[str, Any, Any, reverb.Client, int], Iterator]
     squash_actions: bool = False  # continuous actions as tanh-squashed Gaussians (SAC)
+    group_envs: bool = False  # one item holds all of an actor's environments (replay.trajectory)
     # config -> replayed samples per inserted item, held by the replay table (None: free)
     samples_per_insert: Callable[[Any], Optional[float]] = lambda config: None
     # config -> steps between the starts of consecutive sequences
@@ -140,11 +141,12 @@ AGENTS: Dict[str, AgentDefinition] = {
         lambda core, space, config, make_core: SACLearner(core, space, config),
         _sac_tables, lambda config: config.learning_starts, _clear_batches,
         squash_actions=True,
+        group_envs=True,
         samples_per_insert=lambda config: config.samples_per_insert,
         # Every step starts a transition (n-step windows overlap by n).
         sequence_period=lambda config: 1,
         random_steps=lambda config: config.learning_starts,
-        run_defaults={'num_envs': 1, 'num_steps': 10_000, 'eval_episodes': 10}),
+        run_defaults={'num_envs': 8, 'num_steps': 10_000, 'eval_episodes': 10}),
 }
 
 

@@ -37,14 +37,25 @@ def table_dataset(server_address: str, table: str, signature: Any, batch_size: i
         dtypes=tf.nest.map_structure(lambda s: s.dtype, signature),
         shapes=tf.nest.map_structure(lambda s: s.shape, signature),
         max_in_flight_samples_per_worker=2 * batch_size,
+        # One worker: more cost CPU the learner needs and add little here.
+        num_workers_per_iterator=1,
         rate_limiter_timeout_ms=rate_limiter_timeout_ms)
-    return dataset.map(lambda sample: sample.data).batch(batch_size, drop_remainder=True)
+    # Dropping the sample info once per batch, not per item, is ~2x faster.
+    return dataset.batch(batch_size, drop_remainder=True).map(lambda sample: sample.data)
 
 
-def _time_major(sequence: trajectory.Sequence) -> trajectory.Sequence:
+def _time_major(sequence: trajectory.Sequence, envs_per_item: int) -> trajectory.Sequence:
+    """`[n, L, ...]` -> `[L, n, ...]`; grouped `[n, L, E, ...]` -> `[L, n * E, ...]`."""
     steps = tf.nest.map_structure(
         lambda x: tf.transpose(x, [1, 0] + list(range(2, x.shape.rank))), sequence.steps)
-    return trajectory.Sequence(steps=steps, core_state=sequence.core_state)
+    core_state = sequence.core_state
+    if envs_per_item:
+        def merge(x, axis):
+            shape = tf.shape(x)
+            return tf.reshape(x, tf.concat([shape[:axis], [-1], shape[axis + 2:]], 0))
+        steps = tf.nest.map_structure(lambda x: merge(x, 1), steps)
+        core_state = tf.nest.map_structure(lambda x: merge(x, 0), core_state)
+    return trajectory.Sequence(steps=steps, core_state=core_state)
 
 
 def mixed_dataset(server_address: str,
@@ -53,8 +64,16 @@ def mixed_dataset(server_address: str,
                   replay_fraction: float,
                   rate_limiter_timeout_ms: int = -1,
                   prefetch: int = 2) -> tf.data.Dataset:
-    """A dataset of `Batch`es: fresh rows first, then replayed rows."""
-    num_fresh, num_replayed = split_batch(batch_size, replay_fraction)
+    """A dataset of `Batch`es: fresh rows first, then replayed rows.
+
+    With grouped items (`trajectory.envs_per_item(signature) = E > 0`) a batch is
+    `batch_size / E` items, each contributing its E environments as rows.
+    """
+    group = trajectory.envs_per_item(signature)
+    if group and batch_size % group:
+        raise ValueError(f'batch_size ({batch_size}) must be a multiple of the environments '
+                         f'per item ({group}, the actor\'s num_envs)')
+    num_fresh, num_replayed = split_batch(batch_size // max(group, 1), replay_fraction)
     parts = []
     if num_fresh:
         parts.append(table_dataset(server_address, tables.QUEUE, signature, num_fresh,
@@ -62,10 +81,11 @@ def mixed_dataset(server_address: str,
     if num_replayed:
         parts.append(table_dataset(server_address, tables.REPLAY, signature, num_replayed,
                                    rate_limiter_timeout_ms))
-    replayed = tf.constant([False] * num_fresh + [True] * num_replayed)
+    rows = max(group, 1)
+    replayed = tf.constant([False] * num_fresh * rows + [True] * num_replayed * rows)
 
     def concat(*batches):
         sequence = tf.nest.map_structure(lambda *xs: tf.concat(xs, 0), *batches)
-        return Batch(_time_major(sequence), replayed)
+        return Batch(_time_major(sequence, group), replayed)
 
     return tf.data.Dataset.zip(tuple(parts)).map(concat).prefetch(prefetch)

@@ -42,7 +42,9 @@ def make_tables(signature: Any,
         raise ValueError(f'replay_eviction must be one of {REPLAY_EVICTIONS}, got {replay_eviction!r}')
     if samples_per_insert:
         # Reverb rejects an error buffer smaller than 2 * max(1, samples_per_insert).
-        error_buffer = max(2.0 * max(1.0, samples_per_insert),
+        # At least a few inserts of slack, so actor and learner overlap instead of
+        # taking turns.
+        error_buffer = max(4.0 * max(1.0, samples_per_insert),
                            samples_per_insert_tolerance * min_replay_size * samples_per_insert)
         limiter = reverb.rate_limiters.SampleToInsertRatio(
             samples_per_insert, min_replay_size, error_buffer)

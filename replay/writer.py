@@ -31,7 +31,8 @@ class SequenceWriter:
                  priority_fn: Optional[Callable[[str], float]] = None,
                  max_pending_sequences: int = 16,
                  pending_timeout_ms: int = 1000,
-                 period: Optional[int] = None):
+                 period: Optional[int] = None,
+                 group_envs: bool = False):
         """Args:
           client: a Reverb client.
           step_spec: `Step` of specs (no leading dims).
@@ -40,6 +41,8 @@ class SequenceWriter:
           sequence_length: L >= 2.
           period: steps between the starts of consecutive sequences, 1..L-1
             (default L-1: they overlap by one step, the bootstrap step).
+          group_envs: one item per round holds all B environments' sequences
+            (`[L, B, ...]`, see `replay.trajectory`), instead of one per env.
           tables: tables each sequence is inserted into.
           priority_fn: table name -> priority of a new item (default 1.0).
           max_pending_sequences: sequences written between brief flushes.
@@ -51,6 +54,7 @@ class SequenceWriter:
         if not 1 <= period < sequence_length:
             raise ValueError(f'period must be in [1, {sequence_length - 1}], got {period}')
         self._period = period
+        self._group_envs = group_envs
         self._client = client
         self._writer = client.trajectory_writer(num_keep_alive_refs=1)
         self._length = sequence_length
@@ -99,28 +103,36 @@ class SequenceWriter:
         return True
 
     def _write(self):
+        if self._group_envs:
+            self._write_item([buf.copy() for buf in self._steps]
+                             + [buf[0].copy() for buf in self._states])
+            self.sequences_written += self._num_envs
+            return
         steps = [np.swapaxes(buf, 0, 1) for buf in self._steps]  # [B, L, ...]
         states = [buf[0] for buf in self._states]  # [B, ...]
         for b in range(self._num_envs):
-            data = [x[b] for x in steps] + [x[b] for x in states]
-            if self._cpp_writer is not None:
-                # Each item is the whole latest step, one column per field, in the
-                # signature's flattened order (the server checks it).
-                refs = self._cpp_writer.Append(data)
-                columns = [[ref] for ref in refs]
-                for table in self._tables:
-                    self._cpp_writer.CreateItem(table, self._priority_fn(table), columns,
-                                                self._squeeze)
-            else:
-                self._writer.append(data)
-                if self._history is None:  # the same column objects for the writer's life
-                    self._history = self._writer.history
-                item = [column[-1] for column in self._history]
-                for table in self._tables:
-                    self._writer.create_item(table, self._priority_fn(table), item)
+            self._write_item([x[b] for x in steps] + [x[b] for x in states])
             if (b + 1) % self._max_pending == 0 and b + 1 < self._num_envs:
                 self._flush_briefly()
         self.sequences_written += self._num_envs
+
+    def _write_item(self, data: list) -> None:
+        """Appends one Reverb step holding `data` (flat fields) and indexes it in the tables."""
+        if self._cpp_writer is not None:
+            # Each item is the whole latest step, one column per field, in the
+            # signature's flattened order (the server checks it).
+            refs = self._cpp_writer.Append(data)
+            columns = [[ref] for ref in refs]
+            for table in self._tables:
+                self._cpp_writer.CreateItem(table, self._priority_fn(table), columns,
+                                            self._squeeze)
+        else:
+            self._writer.append(data)
+            if self._history is None:  # the same column objects for the writer's life
+                self._history = self._writer.history
+            item = [column[-1] for column in self._history]
+            for table in self._tables:
+                self._writer.create_item(table, self._priority_fn(table), item)
 
     def _flush_briefly(self):
         # Keeps the writer's pending items bounded (Reverb warns above ~100) when

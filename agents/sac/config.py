@@ -1,8 +1,9 @@
 """SAC's configuration: one frozen dataclass, one line of doc per field.
 
 Defaults follow Stable-Baselines3 / the SAC paper for continuous control
-(256x256 networks, batch 256, Adam 3e-4, tau 0.005, twin critics, learned
-temperature from alpha = 1) and ML-Agents for discrete branches (target
+(256x256 networks, batch 256, tau 0.005, twin critics, learned temperature
+from alpha = 1) with rl-zoo's Adam step of 1e-3 and a short random warm-up
+(small tasks learn in a few thousand steps; use 3e-4 for MuJoCo-size tasks) and ML-Agents for discrete branches (target
 entropy = `discrete_target_entropy_scale * log(n)` per branch).
 """
 
@@ -19,7 +20,7 @@ class SACConfig:
     batch_size: int = 256  # transitions (sequences) per learner step
     replay_size: int = 1_000_000  # transitions the replay table keeps (FIFO)
     replay_eviction: str = 'fifo'  # 'fifo' or 'reservoir' (random discard)
-    learning_starts: int = 1000  # env steps of uniform random actions, and replay items before learning
+    learning_starts: int = 256  # env steps of uniform random actions, and replay items before learning
     updates_per_step: float = 1.0  # learner updates per env step; Reverb's SampleToInsertRatio holds it
     n_step: int = 1  # n-step TD targets (feed-forward: sequences of n + 1 steps)
     online_fraction: float = 0.0  # share of a batch taken fresh from `queue` (0: replay only)
@@ -45,9 +46,9 @@ class SACConfig:
     discrete_target_entropy_scale: float = 0.2  # discrete default: scale * log(n) per branch (ML-Agents)
     max_log_alpha: Optional[float] = None  # clip log alpha from above; None: no clip
     # Optimisers (Adam).
-    actor_learning_rate: float = 3e-4  # actor Adam step size
-    critic_learning_rate: float = 3e-4  # critics' Adam step size
-    alpha_learning_rate: float = 3e-4  # temperatures' Adam step size
+    actor_learning_rate: float = 1e-3  # actor Adam step size (rl-zoo's Pendulum value; 3e-4 in the paper)
+    critic_learning_rate: float = 1e-3  # critics' Adam step size
+    alpha_learning_rate: float = 1e-3  # temperatures' Adam step size
     learning_rate_schedule: str = 'constant'  # 'constant' or 'linear' (all three to 0 at the budget)
     adam_beta1: float = 0.9  # Adam first-moment decay
     adam_beta2: float = 0.999  # Adam second-moment decay

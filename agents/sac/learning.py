@@ -164,34 +164,45 @@ class SACLearner(LearnerBase):
 
     # --- the step ------------------------------------------------------------
 
+    def critic_targets(self, steps, alphas: List[tf.Tensor]) -> tf.Tensor:
+        """TD targets `[B]` of the first transition of `[n + 1, B]` steps.
+
+        V(s') = min over the target critics at the policy's action at s' (exact
+        expectation for discrete branches), minus alpha log pi when
+        `use_entropy_reward`; see `losses.n_step_targets` for episode ends.
+        """
+        config = self.config
+        n = config.n_step
+        inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first)
+        next_outputs, _ = self.core.unroll(tf.nest.map_structure(lambda x: x[1:], inputs), ())
+        next_params = tuple(_merge(p) for p in next_outputs.policy_params)
+        next_action, next_log_prob, next_branch_log_probs = self._policy(next_params)
+        next_observations = tf.nest.map_structure(lambda x: _merge(x[1:]), steps.observation)
+        q_next = tf.reduce_min(self.target_critics(next_observations, next_action), 0)
+        next_values = self._soft_value(q_next, next_log_prob, next_branch_log_probs,
+                                       alphas, config.use_entropy_reward)
+        return losses.n_step_targets(
+            steps.reward[:n] * config.reward_scaling, steps.discount[:n], steps.first,
+            tf.reshape(next_values, [n, -1]), config.discounting)
+
     @tf.function(autograph=False)
     def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
         """One update from `[n + 1, B]` sequences. Returns scalar metrics."""
         config = self.config
         steps = batch.sequence.steps
-        n = config.n_step
         first = steps.first  # [n + 1, B]
         mask = 1.0 - tf.cast(first[1], tf.float32)  # [B]
         alphas = tf.exp(self.log_alpha)
         alpha_list = tf.unstack(alphas, num=self.log_alpha.shape[0])
         inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, first)
         observation_0 = tf.nest.map_structure(lambda x: x[0], steps.observation)
-        next_observations = tf.nest.map_structure(lambda x: _merge(x[1:]), steps.observation)
+        # Outside the tapes: the critic loss reads the targets as constants.
+        targets = self.critic_targets(steps, alpha_list)
 
         with tf.GradientTape() as actor_tape:
-            outputs, _ = self.core.unroll(inputs, batch.sequence.core_state)
+            outputs, _ = self.core.unroll(tf.nest.map_structure(lambda x: x[:1], inputs), ())
             params_0 = tuple(p[0] for p in outputs.policy_params)
             action_0, log_prob_0, branch_log_probs_0 = self._policy(params_0)
-
-            # Targets from the next states (no gradient: only the critic loss reads them).
-            next_params = tuple(tf.stop_gradient(_merge(p[1:])) for p in outputs.policy_params)
-            next_action, next_log_prob, next_branch_log_probs = self._policy(next_params)
-            q_next = tf.reduce_min(self.target_critics(next_observations, next_action), 0)
-            next_values = self._soft_value(q_next, next_log_prob, next_branch_log_probs,
-                                           alpha_list, config.use_entropy_reward)
-            targets = losses.n_step_targets(
-                steps.reward[:n] * config.reward_scaling, steps.discount[:n], first,
-                tf.reshape(next_values, [n, -1]), config.discounting)
 
             critic_action = action_0
             if config.dqda_clipping:

@@ -423,3 +423,69 @@ def test_to_env_accepts_tensors_from_sample():
     env = space.to_env(tuple(a.numpy() for a in actions))
     assert env[0].shape == (B,) and np.all((env[0] >= 1) & (env[0] <= 3))
     assert env[1].shape == (B, 2) and np.all(np.abs(env[1]) <= 1.0)
+
+
+# --- tanh-squashed Gaussian leaves (SAC) ----------------------------------------
+
+def _squashed_reference(params, action):
+    """log N(atanh(a)) - sum log(1 - a^2) via TFP's Tanh bijector."""
+    mean, log_std = tf.split(params, 2, axis=-1)
+    dist = tfd.TransformedDistribution(
+        tfd.Independent(tfd.Normal(mean, tf.exp(log_std)), 1), tfp.bijectors.Tanh())
+    return dist.log_prob(action)
+
+
+def test_squashed_box_leaves_and_bounds():
+    space = ActionSpace(gym.spaces.Box(-2.0, 2.0, (3,), np.float32), squash=True)
+    assert space.leaves == (Leaf('tanh_gaussian', 3),)
+    with pytest.raises(UnsupportedSpaceError, match='infinite bounds'):
+        ActionSpace(gym.spaces.Box(-np.inf, np.inf, (2,), np.float32), squash=True)
+
+
+def test_squashed_log_prob_matches_tfp_tanh_transform():
+    space = ActionSpace(_box(2), squash=True)
+    params = _random_params(space, (5,), 0)
+    actions = space.sample(params)
+    assert np.all(np.abs(actions[0].numpy()) < 1.0)
+    np.testing.assert_allclose(space.log_prob(params, actions).numpy(),
+                               _squashed_reference(params[0], actions[0]).numpy(),
+                               rtol=1e-4, atol=1e-4)
+
+
+def test_sample_squashed_log_prob_matches_and_is_differentiable():
+    from networks.distributions import sample_squashed
+    params = tf.Variable(_random_params(ActionSpace(_box(2), squash=True), (6,), 1)[0])
+    with tf.GradientTape() as tape:
+        action, log_prob = sample_squashed(params)
+        loss = tf.reduce_sum(action) + tf.reduce_sum(log_prob)
+    np.testing.assert_allclose(log_prob.numpy(), _squashed_reference(params, action).numpy(),
+                               rtol=1e-4, atol=1e-4)
+    assert np.all(np.isfinite(tape.gradient(loss, params).numpy()))
+
+
+def test_squashed_mode_to_env_and_back():
+    box = gym.spaces.Box(np.array([-2.0, 0.0], np.float32), np.array([2.0, 10.0], np.float32))
+    space = ActionSpace(box, squash=True)
+    params = (tf.constant([[0.0, 100.0, 0.0, 0.0]]),)
+    mode = space.mode(params)[0].numpy()
+    np.testing.assert_allclose(mode, [[0.0, 1.0]])
+    np.testing.assert_allclose(space.to_env((mode,)), [[0.0, 10.0]])
+    env_actions = np.array([[-2.0, 2.5], [1.0, 10.0]], np.float32)
+    np.testing.assert_allclose(space.to_env(space.from_env(env_actions)), env_actions, atol=1e-6)
+    np.testing.assert_allclose(space.from_env(env_actions)[0], [[-1.0, -0.5], [0.5, 1.0]])
+
+
+def test_squashed_spaces_have_no_closed_form_entropy():
+    space = ActionSpace(_box(2), squash=True)
+    with pytest.raises(ValueError, match='closed-form'):
+        space.entropy(_random_params(space, (2,), 0))
+
+
+def test_sample_uniform_covers_each_leaf_kind():
+    space = ActionSpace(gym.spaces.Tuple((gym.spaces.Discrete(3), _box(2))), squash=True)
+    actions, log_prob = space.sample_uniform(1000, np.random.default_rng(0))
+    assert set(np.unique(actions[0])) == {0, 1, 2}
+    assert actions[1].shape == (1000, 2) and np.all(np.abs(actions[1]) <= 1.0)
+    np.testing.assert_allclose(log_prob, -np.log(3) - 2 * np.log(2), rtol=1e-6)
+    with pytest.raises(ValueError, match='bounded'):
+        ActionSpace(_box(2)).sample_uniform(2, np.random.default_rng(0))

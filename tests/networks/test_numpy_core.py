@@ -17,12 +17,16 @@ ACTIONS = {
     'discrete': gym.spaces.Discrete(3),
     'tuple': gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Box(-1, 1, (2,)))),
     'box': gym.spaces.Box(-1, 1, (2,)),
+    # SAC's actor: tanh-squashed, no previous action / reward input.
+    'squashed_tuple': gym.spaces.Tuple((gym.spaces.Discrete(2), gym.spaces.Box(-3, 3, (2,)))),
 }
 
 
-def build(action_space, lstm_size):
-    space = ActionSpace(action_space)
-    core = ActorCriticCore(OBS, space, hidden_sizes=(16, 8), lstm_size=lstm_size)
+def build(action_space, lstm_size, name=''):
+    squashed = name.startswith('squashed')
+    space = ActionSpace(action_space, squash=squashed)
+    core = ActorCriticCore(OBS, space, hidden_sizes=(16, 8), lstm_size=lstm_size,
+                           condition_on_previous=not squashed)
     create_variables(core, observation_spec(OBS), space)
     # Non-trivial weights everywhere (the policy head starts near zero).
     rng = np.random.default_rng(1)
@@ -42,7 +46,7 @@ def random_inputs(space, rng, first):
 @pytest.mark.parametrize('lstm_size', [6, 0])
 @pytest.mark.parametrize('name', sorted(ACTIONS))
 def test_numpy_step_matches_sonnet_core(name, lstm_size):
-    core, space = build(ACTIONS[name], lstm_size)
+    core, space = build(ACTIONS[name], lstm_size, name)
     numpy_core = NumpyCore(core, space, seed=0)
     rng = np.random.default_rng(0)
     np_state = numpy_core.initial_state(B)

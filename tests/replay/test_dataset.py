@@ -192,3 +192,44 @@ def test_mixed_dataset_times_out_on_empty_tables(server):
     address = f'localhost:{server.port}'
     ds = dataset.mixed_dataset(address, SIGNATURE, 2, 0.5, rate_limiter_timeout_ms=100)
     assert list(ds) == []
+
+
+# --- grouped items (all of an actor's environments in one item) -----------------------
+
+def test_grouped_items_become_time_major_rows_per_environment():
+    signature = trajectory.sequence_signature(STEP_SPEC, STATE_SPEC, LENGTH,
+                                              envs_per_item=NUM_ENVS)
+    server = reverb.Server(tables.make_tables(
+        signature, (tf.TensorSpec([1], tf.float32),), queue_size=100, replay_size=100))
+    try:
+        address = f'localhost:{server.port}'
+        client = reverb.Client(address)
+        writer = SequenceWriter(client, STEP_SPEC, STATE_SPEC, NUM_ENVS, LENGTH,
+                                [tables.QUEUE, tables.REPLAY], group_envs=True)
+        num_sequences = 4
+        for t in range(1 + num_sequences * (LENGTH - 1)):
+            writer.append(_stack([_step(b, t) for b in range(NUM_ENVS)]),
+                          _stack([_state(b, t) for b in range(NUM_ENVS)]))
+        writer.flush(timeout_ms=2000)
+        batch_size = 2 * NUM_ENVS  # two items
+        ds = dataset.mixed_dataset(address, signature, batch_size, 0.5,
+                                   rate_limiter_timeout_ms=TIMEOUT_MS)
+        batches = list(ds)
+        assert len(batches) == num_sequences  # one fresh item per batch
+        fresh = []
+        for batch in batches:
+            assert batch.sequence.steps.observation.shape == (LENGTH, batch_size, 3)
+            np.testing.assert_array_equal(batch.replayed.numpy(),
+                                          [False] * NUM_ENVS + [True] * NUM_ENVS)
+            keys = [_check_row(batch, row) for row in range(batch_size)]
+            # An item's environments sit next to each other, in order, from one time.
+            for item in range(2):
+                rows = keys[item * NUM_ENVS:(item + 1) * NUM_ENVS]
+                assert [b for b, _ in rows] == list(range(NUM_ENVS))
+                assert len({t0 for _, t0 in rows}) == 1
+            fresh.append(keys[0][1])
+        assert fresh == [k * (LENGTH - 1) for k in range(num_sequences)]
+        with pytest.raises(ValueError, match='multiple'):
+            dataset.mixed_dataset(address, signature, NUM_ENVS + 1, 1.0)
+    finally:
+        server.stop()

@@ -325,3 +325,54 @@ def test_sequence_length_below_two_raises(make_client):
     client, _ = make_client(2)
     with pytest.raises(ValueError, match='sequence_length'):
         SequenceWriter(client, STEP_SPEC, STATE_SPEC, 2, 1, [tables.QUEUE])
+
+
+# --- periods shorter than L - 1, and items grouping all environments --------------
+
+@pytest.mark.parametrize('length,period', [(3, 1), (4, 2), (2, 1)])
+def test_period_sets_the_overlap(make_client, length, period):
+    num_envs, num_steps = 2, 9
+    client, address = make_client(length)
+    writer = SequenceWriter(client, STEP_SPEC, STATE_SPEC, num_envs, length,
+                            [tables.QUEUE], period=period)
+    _append_steps(writer, num_envs, num_steps)
+    writer.flush(timeout_ms=TIMEOUT_MS)
+    num_sequences = (num_steps - length) // period + 1
+    items = _drain(address, tables.QUEUE, length)
+    assert len(items) == num_envs * num_sequences
+    for i, (_, data) in enumerate(items):
+        k, b = divmod(i, num_envs)
+        _assert_item_equal(data, _expected_item(b, k * period, length))
+
+
+def test_period_outside_range_raises(make_client):
+    client, _ = make_client(3)
+    with pytest.raises(ValueError, match='period'):
+        SequenceWriter(client, STEP_SPEC, STATE_SPEC, 1, 3, [tables.QUEUE], period=3)
+
+
+def test_grouped_items_hold_every_environment(make_client):
+    num_envs, length, num_steps = 3, 2, 5
+    signature = trajectory.sequence_signature(STEP_SPEC, STATE_SPEC, length,
+                                              envs_per_item=num_envs)
+    assert trajectory.envs_per_item(signature) == num_envs
+    assert trajectory.envs_per_item(_signature(length)) == 0
+    server = reverb.Server(tables.make_tables(signature, VARIABLES_SIGNATURE, 100, 100))
+    try:
+        client = reverb.Client(f'localhost:{server.port}')
+        writer = SequenceWriter(client, STEP_SPEC, STATE_SPEC, num_envs, length,
+                                [tables.QUEUE], period=1, group_envs=True)
+        _append_steps(writer, num_envs, num_steps)
+        writer.flush(timeout_ms=TIMEOUT_MS)
+        assert writer.sequences_written == num_envs * (num_steps - 1)
+        items = list(client.sample(tables.QUEUE, num_samples=num_steps - 1,
+                                   emit_timesteps=False, unpack_as_table_signature=True))
+        for k, sample in enumerate(items):  # FIFO: item k starts at step k
+            data = tf.nest.map_structure(np.asarray, sample.data)
+            for b in range(num_envs):
+                env_b = trajectory.Sequence(
+                    steps=tf.nest.map_structure(lambda x: x[:, b], data.steps),
+                    core_state=tf.nest.map_structure(lambda x: x[b], data.core_state))
+                _assert_item_equal(env_b, _expected_item(b, k, length))
+    finally:
+        server.stop()

@@ -1,0 +1,152 @@
+"""The SAC learner step on small hand-made batches, for every action type."""
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from agents.sac.config import SACConfig
+from agents.sac.learning import SACLearner
+from launch.training import create_variables
+from networks.cores import ActorCriticCore, CoreInputs
+from networks.distributions import ActionSpace
+from networks.observations import observation_spec
+from replay import trajectory
+from replay.dataset import Batch
+
+B = 6
+OBS_SPACE = gym.spaces.Box(-1, 1, (3,), np.float32)
+SPACES = {
+    'continuous': gym.spaces.Box(-2, 2, (2,), np.float32),
+    'discrete': gym.spaces.Discrete(3),
+    'multi_discrete': gym.spaces.MultiDiscrete([2, 4]),
+    'mixed': gym.spaces.Tuple((gym.spaces.Discrete(3), gym.spaces.Box(-1, 1, (2,), np.float32))),
+}
+
+
+def make_learner(space, **overrides):
+    action_space = ActionSpace(space, squash=True)
+    core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(16,), lstm_size=0,
+                           condition_on_previous=False)
+    create_variables(core, observation_spec(OBS_SPACE), action_space)
+    config = SACConfig(**{'hidden_sizes': (16,), 'critic_hidden_sizes': (16, 16),
+                          'batch_size': B, **overrides})
+    return SACLearner(core, action_space, config), action_space
+
+
+def make_batch(action_space, n=1, seed=0):
+    rng = np.random.default_rng(seed)
+    spec = trajectory.step_spec(observation_spec(OBS_SPACE), action_space.action_specs(),
+                                action_space.param_specs())
+    steps = trajectory.zeros(spec, (n + 1, B))
+    actions, _ = action_space.sample_uniform((n + 1) * B, rng)
+    steps = steps._replace(
+        observation=rng.uniform(-1, 1, (n + 1, B, 3)).astype(np.float32),
+        action=tuple(a.reshape((n + 1, B) + a.shape[1:]) for a in actions),
+        reward=rng.normal(size=(n + 1, B)).astype(np.float32),
+        discount=(rng.uniform(size=(n + 1, B)) > 0.3).astype(np.float32),
+        first=np.zeros((n + 1, B), bool))
+    return Batch(trajectory.Sequence(steps, ()), tf.constant([True] * B))
+
+
+@pytest.mark.parametrize('name', sorted(SPACES))
+def test_step_learns_finite_metrics_with_one_temperature_per_group(name):
+    learner, space = make_learner(SPACES[name])
+    batch = make_batch(space)
+    groups = {'continuous': 1, 'discrete': 1, 'multi_discrete': 2, 'mixed': 2}[name]
+    assert learner.log_alpha.shape == (groups,)
+    before = [v.numpy().copy() for v in learner.core.trainable_variables]
+    critics_before = [v.numpy().copy() for v in learner.critics.trainable_variables]
+    for _ in range(3):
+        metrics = learner.step(batch)
+    values = {k: float(v.numpy()) for k, v in metrics.items()}
+    assert all(np.isfinite(v) for v in values.values()), values
+    assert {'losses/actor', 'losses/alpha', 'losses/critic_0', 'losses/critic_1',
+            'policy/q_mean'} <= set(values)
+    assert int(learner.num_steps.numpy()) == 3
+    # The policy head and the critics moved; the unused baseline head did not.
+    changed = [not np.allclose(b, v.numpy()) for b, v in
+               zip(before, learner.core.trainable_variables)]
+    names = [v.name for v in learner.core.trainable_variables]
+    assert all(c for c, n in zip(changed, names) if 'baseline_head' not in n)
+    assert not any(c for c, n in zip(changed, names) if 'baseline_head' in n)
+    assert all(not np.allclose(b, v.numpy()) for b, v in
+               zip(critics_before, learner.critics.trainable_variables))
+
+
+def test_target_entropy_defaults_and_overrides():
+    learner, _ = make_learner(SPACES['mixed'])
+    np.testing.assert_allclose(learner.target_entropy.numpy(), [-2.0, 0.2 * np.log(3)],
+                               rtol=1e-6)
+    learner, _ = make_learner(SPACES['multi_discrete'], target_entropy=0.1)
+    np.testing.assert_allclose(learner.target_entropy.numpy(), [0.1, 0.1])
+    learner, _ = make_learner(SPACES['multi_discrete'],
+                              target_entropy=lambda kind, size: float(size))
+    np.testing.assert_allclose(learner.target_entropy.numpy(), [2.0, 4.0])
+    learner, _ = make_learner(SPACES['continuous'], init_entcoef=0.5)
+    np.testing.assert_allclose(np.exp(learner.log_alpha.numpy()), [0.5], rtol=1e-6)
+
+
+def test_target_critics_follow_with_tau_every_period_steps():
+    learner, space = make_learner(SPACES['continuous'], target_update_tau=0.5,
+                                  target_update_period=2)
+    batch = make_batch(space)
+    start = [v.numpy().copy() for v in learner.target_critics.variables]
+    np.testing.assert_allclose(start[0], learner.critics.variables[0].numpy())
+    learner.step(batch)  # step 1: no update
+    for s, v in zip(start, learner.target_critics.variables):
+        np.testing.assert_allclose(v.numpy(), s)
+    learner.step(batch)  # step 2: target <- 0.5 critic + 0.5 target
+    for s, v, c in zip(start, learner.target_critics.variables, learner.critics.variables):
+        np.testing.assert_allclose(v.numpy(), 0.5 * c.numpy() + 0.5 * s, rtol=1e-5, atol=1e-6)
+
+
+def _np_log_softmax(x):
+    z = x - x.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+@pytest.mark.parametrize('entropy', [True, False])
+def test_discrete_critic_targets_match_numpy(entropy):
+    """Discrete targets are deterministic (exact expectations): recompute them from
+    the learner's own networks with numpy, with a termination and a truncation."""
+    learner, space = make_learner(SPACES['multi_discrete'], use_entropy_reward=entropy,
+                                  discounting=0.9, reward_scaling=2.0)
+    learner.log_alpha.assign([np.log(0.3), np.log(0.7)])
+    batch = make_batch(space, seed=3)
+    steps = batch.sequence.steps
+    steps.discount[0, :2] = [0.0, 1.0]  # row 0 terminated; row 1 truncated (next: placeholder)
+    steps.first[1, :] = False
+    alphas = [tf.constant(0.3), tf.constant(0.7)]
+    got = learner.critic_targets(steps, alphas).numpy()
+
+    next_obs = steps.observation[1]
+    out, _ = learner.core.unroll(CoreInputs(
+        steps.observation[1:], tuple(a[1:] for a in steps.prev_action),
+        steps.prev_reward[1:], steps.first[1:]), ())
+    logits = [p.numpy()[0] for p in out.policy_params]
+    q = learner.target_critics(next_obs, np.zeros([B, 0], np.float32)).numpy()  # [R, B, 6]
+    q_min = q.min(0)
+    branches = [q_min[:, :2], q_min[:, 2:]]
+    value = np.zeros(B)
+    for qb, lb, alpha in zip(branches, logits, [0.3, 0.7]):
+        lp = _np_log_softmax(lb)
+        value += (np.exp(lp) * (qb - (alpha * lp if entropy else 0.0))).sum(-1) / 2
+    expected = 2.0 * steps.reward[0] + 0.9 * steps.discount[0] * value
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+    assert got[0] == pytest.approx(2.0 * steps.reward[0, 0])
+
+
+def test_learner_needs_a_squashed_action_space():
+    learner, _ = make_learner(SPACES['mixed'])
+    with pytest.raises(ValueError, match='squashed'):
+        SACLearner(learner.core, ActionSpace(SPACES['mixed']), learner.config)
+
+
+def test_config_rejects_bad_values():
+    with pytest.raises(ValueError, match='n_step'):
+        SACConfig(n_step=0)
+    with pytest.raises(ValueError, match='target_update_tau'):
+        SACConfig(target_update_tau=0.0)
+    with pytest.raises(ValueError, match='online_fraction'):
+        SACConfig(online_fraction=1.0)

@@ -1,0 +1,152 @@
+"""SAC's targets and losses against hand-written numpy references."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from agents.sac import losses
+
+
+def _reference_n_step(rewards, discounts, first, next_values, gamma):
+    """The first transition's target, walking forward step by step."""
+    n, batch = rewards.shape
+    out = np.zeros(batch)
+    for b in range(batch):
+        total, scale = 0.0, 1.0
+        for k in range(n):
+            total += scale * rewards[k, b]
+            scale *= gamma * discounts[k, b]
+            last = k == n - 1
+            placeholder_next = (not last) and first[k + 2, b]
+            if last or placeholder_next:
+                total += scale * next_values[k, b]  # V(s_{k+1})
+                break
+        out[b] = total
+    return out
+
+
+@pytest.mark.parametrize('n', [1, 2, 4])
+def test_n_step_targets_match_reference(n):
+    rng = np.random.default_rng(n)
+    batch = 64
+    rewards = rng.normal(size=(n, batch)).astype(np.float32)
+    discounts = (rng.uniform(size=(n, batch)) > 0.2).astype(np.float32)
+    first = rng.uniform(size=(n + 1, batch)) < 0.25
+    next_values = rng.normal(size=(n, batch)).astype(np.float32)
+    got = losses.n_step_targets(tf.constant(rewards), tf.constant(discounts), tf.constant(first),
+                                tf.constant(next_values), 0.9)
+    np.testing.assert_allclose(got.numpy(), _reference_n_step(rewards, discounts, first,
+                                                              next_values, 0.9), rtol=1e-5)
+
+
+def _soft_value_continuous(q_next, log_prob, alpha, entropy):
+    """Min over replicas, minus the entropy term when it is in the reward."""
+    value = q_next.min(axis=0)
+    return value - alpha * log_prob if entropy else value
+
+
+@pytest.mark.parametrize('entropy', [True, False])
+def test_one_step_critic_target_terminal_truncated_and_min_over_replicas(entropy):
+    # Columns: an ordinary step, a termination, a truncation (the next step is the
+    # placeholder holding the final observation: discount stays 1 and bootstraps).
+    gamma, alpha = 0.99, 0.2
+    rewards = np.array([[1.0, 2.0, 3.0]], np.float32)
+    discounts = np.array([[1.0, 0.0, 1.0]], np.float32)
+    first = np.array([[False, False, False], [False, False, False]])
+    q_next = np.array([[5.0, 7.0, -1.0], [4.0, 9.0, -3.0]], np.float32)  # [R=2, N]
+    log_prob = np.array([-1.0, 0.5, 2.0], np.float32)
+    value = _soft_value_continuous(q_next, log_prob, alpha, entropy)
+    target = losses.n_step_targets(
+        tf.constant(rewards), tf.constant(discounts), tf.constant(first),
+        tf.constant(value[None]), gamma).numpy()
+    entropy_term = alpha * log_prob if entropy else 0.0
+    expected = rewards[0] + gamma * discounts[0] * (np.min(q_next, 0) - entropy_term)
+    np.testing.assert_allclose(target, expected, rtol=1e-6)
+    assert target[1] == pytest.approx(2.0)  # terminated: no bootstrap, no entropy
+    # Truncated: bootstraps exactly like the ordinary step.
+    assert target[2] == pytest.approx(3.0 + gamma * (-3.0 - (alpha * 2.0 if entropy else 0.0)))
+
+
+def test_two_step_target_stops_at_a_truncation_placeholder():
+    # Step 1 is the placeholder after a truncation at step 0 (first[2] is set):
+    # the target bootstraps from V(s_1), not from step 1's (dummy) reward.
+    rewards = np.array([[1.0], [100.0]], np.float32)
+    discounts = np.array([[1.0], [0.0]], np.float32)
+    first = np.array([[False], [False], [True]])
+    next_values = np.array([[10.0], [-50.0]], np.float32)
+    target = losses.n_step_targets(tf.constant(rewards), tf.constant(discounts),
+                                   tf.constant(first), tf.constant(next_values), 0.5)
+    assert float(target[0]) == pytest.approx(1.0 + 0.5 * 10.0)
+
+
+def _np_log_softmax(x):
+    z = x - x.max(-1, keepdims=True)
+    return z - np.log(np.exp(z).sum(-1, keepdims=True))
+
+
+def test_discrete_soft_value_is_the_exact_expectation_averaged_over_branches():
+    rng = np.random.default_rng(0)
+    qs = [rng.normal(size=(5, 3)).astype(np.float32), rng.normal(size=(5, 4)).astype(np.float32)]
+    log_probs = [_np_log_softmax(rng.normal(size=(5, 3))).astype(np.float32),
+                 _np_log_softmax(rng.normal(size=(5, 4))).astype(np.float32)]
+    alphas = [0.3, 0.05]
+    expected = np.zeros(5)
+    for b in range(5):
+        branch_values = []
+        for q, lp, alpha in zip(qs, log_probs, alphas):
+            branch_values.append(sum(np.exp(lp[b, a]) * (q[b, a] - alpha * lp[b, a])
+                                     for a in range(q.shape[1])))
+        expected[b] = np.mean(branch_values)
+    got = losses.discrete_soft_value([tf.constant(q) for q in qs],
+                                     [tf.constant(lp) for lp in log_probs],
+                                     [tf.constant(a) for a in alphas])
+    np.testing.assert_allclose(got.numpy(), expected, rtol=1e-5)
+    no_entropy = losses.discrete_soft_value([tf.constant(q) for q in qs],
+                                            [tf.constant(lp) for lp in log_probs],
+                                            [tf.constant(a) for a in alphas], entropy=False)
+    expected_q = np.mean([(np.exp(lp) * q).sum(-1) for q, lp in zip(qs, log_probs)], 0)
+    np.testing.assert_allclose(no_entropy.numpy(), expected_q, rtol=1e-5)
+    actor = losses.discrete_actor_loss([tf.constant(q) for q in qs],
+                                       [tf.constant(lp) for lp in log_probs],
+                                       [tf.constant(a) for a in alphas])
+    np.testing.assert_allclose(actor.numpy(), -expected, rtol=1e-5)
+
+
+def test_critic_loss_is_half_squared_error_per_replica_over_valid_rows():
+    q = np.array([[1.0, 2.0, 3.0], [0.0, 0.0, 0.0]], np.float32)
+    targets = np.array([2.0, 2.0, 100.0], np.float32)
+    mask = np.array([1.0, 1.0, 0.0], np.float32)
+    got = losses.critic_loss(tf.constant(q), tf.constant(targets), tf.constant(mask)).numpy()
+    np.testing.assert_allclose(got, [0.5 * (1.0 + 0.0) / 2, 0.5 * (4.0 + 4.0) / 2])
+
+
+@pytest.mark.parametrize('entropy,rises', [(0.1, True), (3.0, False)])
+def test_temperature_rises_below_the_target_entropy_and_falls_above(entropy, rises):
+    log_alpha = tf.Variable(0.0)
+    with tf.GradientTape() as tape:
+        loss = losses.temperature_loss(log_alpha, tf.fill([8], entropy), 1.0)
+    gradient = float(tape.gradient(loss, log_alpha))
+    # Gradient descent moves log_alpha against the gradient.
+    assert (gradient < 0) == rises
+
+
+def test_soft_update_moves_targets_by_tau():
+    source = [tf.Variable([1.0, 2.0])]
+    target = [tf.Variable([0.0, 10.0])]
+    losses.soft_update(target, source, 0.25)
+    np.testing.assert_allclose(target[0].numpy(), [0.25, 0.25 * 2.0 + 0.75 * 10.0])
+
+
+def test_clip_gradient_is_identity_forward_and_clips_backward():
+    x = tf.constant([1.0, -2.0, 3.0])
+    with tf.GradientTape() as tape:
+        tape.watch(x)
+        y = losses.clip_gradient(x, 0.5)
+        loss = tf.reduce_sum(y * tf.constant([10.0, -10.0, 0.1]))
+    np.testing.assert_allclose(y.numpy(), x.numpy())
+    np.testing.assert_allclose(tape.gradient(loss, x).numpy(), [0.5, -0.5, 0.1])
+
+
+def test_continuous_actor_loss():
+    got = losses.continuous_actor_loss(tf.constant([1.0, 2.0]), tf.constant([-1.0, 0.5]), 0.2)
+    np.testing.assert_allclose(got.numpy(), [0.2 * -1.0 - 1.0, 0.2 * 0.5 - 2.0])
