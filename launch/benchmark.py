@@ -8,9 +8,15 @@ reported, all runs listed):
 - `actor_env_steps_per_s`: the actor loop (batched policy, numpy buffers,
   sequences into a real Reverb server), no learner;
 - `learner_steps_per_s`, `learner_samples_per_s`: learner steps on mixed
-  batches drawn from Reverb (tables filled by the actor first); samples are
-  sequences of `unroll_length` steps, i.e. `batch_size * unroll_length`
-  per learner step.
+  batches drawn from Reverb (tables filled by the actor first, no rate
+  limiter), read the way `launch/training.py` reads them; samples are
+  transitions, `batch_size * (sequence_length - 1)` per learner step;
+- `learner_in_memory_steps_per_s`: the same learner stepping on one fixed
+  batch held in memory, and `reverb_feed_cost` = 1 - Reverb rate / in-memory
+  rate (what feeding from Reverb costs).
+
+SAC: `python launch/benchmark.py --agent=sac --env=Pendulum-v1 --num_envs=8`
+(batch 256, 256x256 actor and twin critics by default).
 """
 
 import json
@@ -77,7 +83,7 @@ class Setup:
         self.agent = agent
         self.config = config
         self.envs = environments.make_vector_env(env_id, num_envs, 0)
-        self.action_space = environments.check_spaces(env_id, self.envs)
+        self.action_space = environments.check_spaces(env_id, self.envs, agent.squash_actions)
         obs_space = self.envs.single_observation_space
         obs_spec = observation_spec(obs_space)
         self.actor_core = agent.build_core(obs_space, self.action_space, config)
@@ -87,8 +93,9 @@ class Setup:
         self.step_spec = trajectory.step_spec(obs_spec, self.action_space.action_specs(),
                                               self.action_space.param_specs())
         self.state_spec = training.state_spec(learner_core)
-        self.signature = trajectory.sequence_signature(self.step_spec, self.state_spec,
-                                                       config.sequence_length)
+        self.signature = trajectory.sequence_signature(
+            self.step_spec, self.state_spec, config.sequence_length,
+            envs_per_item=num_envs if agent.group_envs else 0)
         self.server = reverb.Server(tables_lib.make_tables(
             self.signature, tables_lib.variables_signature(learner_core.variables),
             queue_size=10**6, replay_size=10**6, min_replay_size=1))
@@ -100,7 +107,9 @@ class Setup:
         """Env steps/s of the actor loop writing into `queue` and `replay`."""
         writer = SequenceWriter(self.client, self.step_spec, self.state_spec, self.num_envs,
                                 self.config.sequence_length,
-                                [tables_lib.QUEUE, tables_lib.REPLAY])
+                                [tables_lib.QUEUE, tables_lib.REPLAY],
+                                period=self.agent.sequence_period(self.config),
+                                group_envs=self.agent.group_envs)
         actor = Actor(self.envs, self.actor_core, self.action_space, writer, None, seed=0)
         deadline = []
 
@@ -117,15 +126,25 @@ class Setup:
         writer.flush(timeout_ms=60_000)
         return (actor.stats.env_steps - self._steps0) / (time.perf_counter() - self._start)
 
-    def learner_rate(self, num_steps):
+    def learner_rates(self, num_steps):
+        """(steps/s on batches from Reverb, steps/s on one batch held in memory)."""
         iterator = self.agent.batches(self.address, self.signature, self.config, self.client,
                                       60_000)
-        self.learner.step(next(iterator))  # trace
-        start = time.perf_counter()
-        for _ in range(num_steps):
-            metrics = self.learner.step(next(iterator))
-        metrics['loss/total_loss'].numpy()
-        return num_steps / (time.perf_counter() - start)
+        learn = training.make_learn(self.learner)
+        fixed = next(iter(self.agent.batches(self.address, self.signature, self.config,
+                                             self.client, 60_000)))
+
+        def timed(step):
+            step()  # trace
+            start = time.perf_counter()
+            for _ in range(num_steps):
+                metrics = step()
+            next(iter(metrics.values())).numpy()
+            return num_steps / (time.perf_counter() - start)
+
+        from_reverb = timed(lambda: learn(iterator))
+        in_memory = timed(lambda: self.learner.step(fixed))
+        return from_reverb, in_memory
 
 
 def main(argv):
@@ -134,8 +153,11 @@ def main(argv):
     config = config_flags.config_from_flags(agent.config_class)
     setup = Setup(FLAGS.agent, config, FLAGS.env, FLAGS.num_envs)
     runs = {'raw_env_steps_per_s': [], 'raw_sync_env_steps_per_s': [],
-            'actor_env_steps_per_s': [], 'learner_steps_per_s': []}
-    num_fresh = config.batch_size  # at most: every sequence of a batch may be fresh
+            'actor_env_steps_per_s': [], 'learner_steps_per_s': [],
+            'learner_in_memory_steps_per_s': []}
+    per_item = FLAGS.num_envs if agent.group_envs else 1
+    # At most every item of a batch may be fresh.
+    num_fresh = -(-config.batch_size // per_item)
     for _ in range(FLAGS.repeats):
         runs['raw_env_steps_per_s'].append(raw_env_rate(FLAGS.env, FLAGS.num_envs, FLAGS.seconds))
         runs['raw_sync_env_steps_per_s'].append(
@@ -146,20 +168,27 @@ def main(argv):
         if queued < num_fresh * (FLAGS.learner_steps + 1):
             raise SystemExit(f'error: the actor wrote {queued} sequences, fewer than the '
                              'learner measurement needs; raise --seconds')
-        runs['learner_steps_per_s'].append(setup.learner_rate(FLAGS.learner_steps))
+        from_reverb, in_memory = setup.learner_rates(FLAGS.learner_steps)
+        runs['learner_steps_per_s'].append(from_reverb)
+        runs['learner_in_memory_steps_per_s'].append(in_memory)
     median = {k: statistics.median(v) for k, v in runs.items()}
-    samples_per_step = config.batch_size * config.unroll_length
+    samples_per_step = config.batch_size * (config.sequence_length - 1)
     result = {
         'agent': FLAGS.agent,
         'env': FLAGS.env,
         'num_envs': FLAGS.num_envs,
         'batch_size': config.batch_size,
-        'unroll_length': config.unroll_length,
+        'sequence_length': config.sequence_length,
         'lstm_size': getattr(config, 'lstm_size', None),
+        'hidden_sizes': list(config.hidden_sizes),
         'repeats': FLAGS.repeats,
         **median,
         'learner_samples_per_s': median['learner_steps_per_s'] * samples_per_step,
         'actor_to_raw_env_ratio': median['actor_env_steps_per_s'] / median['raw_env_steps_per_s'],
+        # Side by side per repeat, then the median: robust to the machine's noise.
+        'reverb_feed_cost': 1.0 - statistics.median(
+            r / m for r, m in zip(runs['learner_steps_per_s'],
+                                  runs['learner_in_memory_steps_per_s'])),
         'runs': runs,
     }
     print(json.dumps(result, indent=2))

@@ -18,7 +18,8 @@ Signatures (all batched; names are the inputs' and outputs' keys):
 
 Actions and `prev_action` are in the environment's format (`Discrete`: the
 integer including `start`; `MultiDiscrete`: the integer array; `Box`: the
-float array clipped to the bounds). At an episode's first step pass the
+float array clipped to the bounds; a SAC policy's squashed action is rescaled
+to them, and only SAC's actor is exported, never its critics). At an episode's first step pass the
 initial state, zero `prev_action` and `prev_reward`, which is what the
 library's core sees there. Observations must be one tensor (a `Box` or
 `Discrete` space) and actions one `Discrete`, `MultiDiscrete` or `Box`.
@@ -112,7 +113,11 @@ class ExportedPolicy(tf.Module):
             batch = tf.shape(env_action)[0]
             flat = tf.reshape(env_action, [batch, -1]) - np.asarray(space.start).ravel()
             return tuple(tf.cast(flat[:, i], tf.int32) for i in range(len(self._actions.leaves)))
-        return (tf.reshape(tf.cast(env_action, tf.float32), [tf.shape(env_action)[0], -1]),)
+        action = tf.reshape(tf.cast(env_action, tf.float32), [tf.shape(env_action)[0], -1])
+        if self._actions.squash:  # the library's squashed actions live in [-1, 1]
+            low, high = (np.asarray(b, np.float32).ravel() for b in (space.low, space.high))
+            action = 2.0 * (action - low) / (high - low) - 1.0
+        return (action,)
 
     def _to_env(self, leaves) -> tf.Tensor:
         space = self._space
@@ -123,6 +128,9 @@ class ExportedPolicy(tf.Module):
             flat = tf.stack(leaves, -1) + np.asarray(space.start, np.int32).ravel()
             return tf.cast(tf.reshape(flat, [-1, *space.nvec.shape]), dtype)
         action = tf.reshape(leaves[0], [-1, *space.shape])
+        if self._actions.squash:
+            action = space.low + (tf.clip_by_value(action, -1.0, 1.0) + 1.0) * 0.5 * (
+                space.high - space.low)
         return tf.cast(tf.clip_by_value(action, space.low, space.high), dtype)
 
     def _step(self, deterministic: bool, observation, prev_action, prev_reward, **state):

@@ -118,10 +118,12 @@ def _acer_batches(address, signature, config: ACERConfig, client: reverb.Client,
 # --- SAC ---------------------------------------------------------------------------
 
 def _sac_core(observation_space, action_space: ActionSpace, config: SACConfig):
-    # The actor only: pi(a | s), no memory, no previous action / reward input.
+    # The actor only: pi(a | s), no memory, no previous action / reward input, no
+    # value head (the critics belong to the learner and are never exported).
     return ActorCriticCore(observation_space, action_space, torso=config.torso,
                            hidden_sizes=tuple(config.hidden_sizes), lstm_size=0,
-                           condition_on_previous=False)
+                           condition_on_previous=False, baseline=False,
+                           normalize_observations=config.normalize)
 
 
 def _sac_tables(config: SACConfig) -> List[str]:
@@ -146,7 +148,10 @@ AGENTS: Dict[str, AgentDefinition] = {
         # Every step starts a transition (n-step windows overlap by n).
         sequence_period=lambda config: 1,
         random_steps=lambda config: config.learning_starts,
-        run_defaults={'num_envs': 8, 'num_steps': 10_000, 'eval_episodes': 10}),
+        # Weights every 16 updates (two actor steps of 8 envs): each publication
+        # and fetch copies the 256x256 networks, in the learner's process.
+        run_defaults={'num_envs': 8, 'num_steps': 10_000, 'eval_episodes': 10,
+                      'publish_period': 16}),
 }
 
 

@@ -14,7 +14,8 @@ import gymnasium as gym
 import sonnet as snt
 import tensorflow as tf
 
-from networks.distributions import ActionSpace
+from networks.distributions import ActionSpace, UnsupportedSpaceError
+from networks.normalizer import RunningNormalizer
 from networks.observations import ObservationTorso
 
 
@@ -55,21 +56,36 @@ class ActorCriticCore(snt.RNNCore):
                  num_q_values: int = 0,
                  advantage_hidden_sizes: Optional[Sequence[int]] = None,
                  condition_on_previous: bool = True,
+                 baseline: bool = True,
+                 normalize_observations: bool = False,
                  name: Optional[str] = None):
         """`num_q_values > 0` adds a Q head (one value per discrete action, ACER);
         `advantage_hidden_sizes` adds an A(x, a) MLP (ACER's SDN, continuous);
         `condition_on_previous=False` leaves the previous action and reward out of
-        the heads' input (SAC's pi(a | s) over a Markov state)."""
+        the heads' input (SAC's pi(a | s) over a Markov state); `baseline=False`
+        drops the value head (SAC's actor: its critics live in the learner), and
+        `AgentOutput.baseline` is then zeros; `normalize_observations` standardises
+        a vector observation with running statistics (`networks.normalizer`) that
+        the learner updates."""
         super().__init__(name=name)
         self._action_space = action_space
         self.observation_space = observation_space
         self.condition_on_previous = condition_on_previous
         self._torso = ObservationTorso(observation_space, torso, hidden_sizes)
+        self._normalizer = None
+        if normalize_observations:
+            if not (isinstance(observation_space, gym.spaces.Box)
+                    and len(observation_space.shape) == 1):
+                raise UnsupportedSpaceError(
+                    f'observation normalisation needs a vector Box observation, got '
+                    f'{observation_space}')
+            self._normalizer = RunningNormalizer(int(observation_space.shape[0]),
+                                                 name='observation_normalizer')
         self._lstm = snt.LSTM(lstm_size) if lstm_size > 0 else None
         self._policy_head = snt.Linear(
             sum(action_space.param_sizes), w_init=snt.initializers.Orthogonal(0.01),
             name='policy_head')
-        self._baseline_head = snt.Linear(1, name='baseline_head')
+        self._baseline_head = snt.Linear(1, name='baseline_head') if baseline else None
         self._q_head = snt.Linear(num_q_values, name='q_head') if num_q_values else None
         self._advantage_net = (None if advantage_hidden_sizes is None else snt.nets.MLP(
             list(advantage_hidden_sizes) + [1], name='advantage_head'))
@@ -98,7 +114,19 @@ class ActorCriticCore(snt.RNNCore):
             self._lstm._w_i, self._lstm._w_h, self._lstm.b)
         return {'torso': torso, 'lstm': lstm,
                 'policy_head': (self._policy_head.w, self._policy_head.b),
-                'baseline_head': (self._baseline_head.w, self._baseline_head.b)}
+                'baseline_head': (None if self._baseline_head is None
+                                  else (self._baseline_head.w, self._baseline_head.b)),
+                'normalizer': (None if self._normalizer is None
+                               else (self._normalizer.mean, self._normalizer.variance))}
+
+    def normalize_observation(self, observation: Any) -> Any:
+        """The observation the torso sees (standardised when the core normalises)."""
+        return observation if self._normalizer is None else self._normalizer(observation)
+
+    def update_normalizer(self, observation: tf.Tensor) -> None:
+        """Merges `[N, D]` observations into the running statistics (if any)."""
+        if self._normalizer is not None:
+            self._normalizer.update(observation)
 
     def initial_state(self, batch_size: int, **unused) -> Any:
         if self._lstm is None:
@@ -108,7 +136,7 @@ class ActorCriticCore(snt.RNNCore):
     def _embed(self, inputs: CoreInputs) -> tf.Tensor:
         """Per-row embedding, `[N, ...]` -> `[N, F + A + 1]` (`[N, F]` without the
         previous action and reward)."""
-        features = self._torso(inputs.observation)
+        features = self._torso(self.normalize_observation(inputs.observation))
         if not self.condition_on_previous:
             return features
         keep = 1.0 - tf.cast(inputs.first, tf.float32)[:, None]
@@ -120,7 +148,9 @@ class ActorCriticCore(snt.RNNCore):
         params = self._action_space.split_params(self._policy_head(x))
         q_values = (self._q_head(x) if self._q_head is not None
                     else tf.zeros([tf.shape(x)[0], 0], tf.float32))
-        return AgentOutput(params, tf.squeeze(self._baseline_head(x), -1), q_values, x)
+        baseline = (tf.squeeze(self._baseline_head(x), -1) if self._baseline_head is not None
+                    else tf.zeros([tf.shape(x)[0]], tf.float32))
+        return AgentOutput(params, baseline, q_values, x)
 
     def advantage(self, features: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
         """A(x, a) of a stochastic dueling network (ACER, continuous actions).

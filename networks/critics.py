@@ -55,7 +55,9 @@ class StackedMLP(snt.Module):
         last = len(self._weights) - 1
         for i, (w, b) in enumerate(zip(self._weights, self._biases)):
             if x.shape.rank == 2:  # the shared input of the first layer
-                x = tf.einsum('ni,rio->rno', x, w) + b
+                # Broadcast + batched matmul measured a little faster than an einsum.
+                shape = tf.concat([[self._num_replicas], tf.shape(x)], 0)
+                x = tf.matmul(tf.broadcast_to(x[None], shape), w) + b
             else:
                 x = tf.matmul(x, w) + b
             if i < last:

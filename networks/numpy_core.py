@@ -64,7 +64,10 @@ class NumpyCore:
                                     np.arange(2 * size, 3 * size)])
             self._lstm = (np.concatenate([w_i, w_h], axis=0)[:, order], b[order], size)
         self._policy_head = as_numpy(self._parts['policy_head'])
-        self._baseline_head = as_numpy(self._parts['baseline_head'])
+        normalizer = self._parts['normalizer']
+        self._normalizer = None if normalizer is None else as_numpy(normalizer)
+        head = self._parts['baseline_head']
+        self._baseline_head = None if head is None else as_numpy(head)
 
     def initial_state(self, batch_size: int) -> Any:
         if self._lstm is None:
@@ -85,6 +88,9 @@ class NumpyCore:
         """
         batch = observation.shape[0]
         x = observation.reshape(batch, -1).astype(np.float32, copy=False)
+        if self._normalizer is not None:  # as networks.normalizer.RunningNormalizer
+            mean, variance = self._normalizer
+            x = np.clip((x - mean) / np.sqrt(variance + 1e-8), -5.0, 5.0).astype(np.float32)
         for w, b in self._torso:
             x = np.maximum(x @ w + b, 0.0)
         keep = (~first).astype(np.float32)[:, None]
@@ -100,7 +106,8 @@ class NumpyCore:
             x = hidden = sig[:, 2 * size:] * np.tanh(cell)
             state = snt.LSTMState(hidden=hidden, cell=cell)
         flat_params = x @ self._policy_head[0] + self._policy_head[1]
-        baseline = (x @ self._baseline_head[0] + self._baseline_head[1])[:, 0]
+        baseline = (np.zeros([batch], np.float32) if self._baseline_head is None
+                    else (x @ self._baseline_head[0] + self._baseline_head[1])[:, 0])
 
         params, actions, log_prob = [], [], np.zeros([batch], np.float32)
         offset = 0

@@ -38,6 +38,7 @@ class SACConfig:
     hidden_sizes: tuple = (256, 256)  # the actor's MLP torso
     torso: str = 'auto'  # 'auto', 'mlp', 'nature_cnn' or 'impala_resnet'
     dqda_clipping: Optional[float] = None  # clip each element of dQ/da in the actor loss; None: off
+    normalize: bool = False  # standardise vector observations with running statistics (ML-Agents)
     # Temperature (one per continuous group and per discrete branch).
     initial_log_alpha: float = 0.0  # log alpha at the start (alpha = 1)
     init_entcoef: Optional[float] = None  # ML-Agents' spelling: initial alpha; overrides initial_log_alpha

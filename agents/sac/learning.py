@@ -178,7 +178,8 @@ class SACLearner(LearnerBase):
         next_params = tuple(_merge(p) for p in next_outputs.policy_params)
         next_action, next_log_prob, next_branch_log_probs = self._policy(next_params)
         next_observations = tf.nest.map_structure(lambda x: _merge(x[1:]), steps.observation)
-        q_next = tf.reduce_min(self.target_critics(next_observations, next_action), 0)
+        q_next = tf.reduce_min(self.target_critics(
+            self.core.normalize_observation(next_observations), next_action), 0)
         next_values = self._soft_value(q_next, next_log_prob, next_branch_log_probs,
                                        alphas, config.use_entropy_reward)
         return losses.n_step_targets(
@@ -192,10 +193,14 @@ class SACLearner(LearnerBase):
         steps = batch.sequence.steps
         first = steps.first  # [n + 1, B]
         mask = 1.0 - tf.cast(first[1], tf.float32)  # [B]
+        if config.normalize:  # statistics first, as ML-Agents updates before its update
+            self.core.update_normalizer(steps.observation[0])
         alphas = tf.exp(self.log_alpha)
         alpha_list = tf.unstack(alphas, num=self.log_alpha.shape[0])
         inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, first)
         observation_0 = tf.nest.map_structure(lambda x: x[0], steps.observation)
+        # The critics see what the actor's torso sees.
+        critic_observation = self.core.normalize_observation(observation_0)
         # Outside the tapes: the critic loss reads the targets as constants.
         targets = self.critic_targets(steps, alpha_list)
 
@@ -209,7 +214,7 @@ class SACLearner(LearnerBase):
                 # Per-row dQ/da clipped at dqda_clipping (the loss is a mean over B rows).
                 critic_action = losses.clip_gradient(
                     action_0, config.dqda_clipping / tf.cast(tf.shape(mask)[0], tf.float32))
-            q_policy = tf.reduce_min(self.critics(observation_0, critic_action), 0)
+            q_policy = tf.reduce_min(self.critics(critic_observation, critic_action), 0)
             alpha_c, alpha_d = self._split_alphas(alpha_list)
             actor_rows = 0.0
             if self._discrete:
@@ -231,7 +236,7 @@ class SACLearner(LearnerBase):
             actor_and_alpha_loss = actor_loss + alpha_loss
 
         with tf.GradientTape() as critic_tape:
-            q = self.critics(observation_0, self._continuous_part(
+            q = self.critics(critic_observation, self._continuous_part(
                 tuple(a[0] for a in steps.action)))
             q_taken = self._q_taken(q, tuple(a[0] for a in steps.action))  # [R, B]
             critic_losses = losses.critic_loss(q_taken, targets, mask)  # [R]
@@ -240,9 +245,7 @@ class SACLearner(LearnerBase):
         actor_variables = self.core.trainable_variables
         *actor_gradients, alpha_gradient = actor_tape.gradient(
             actor_and_alpha_loss, actor_variables + (self.log_alpha,))
-        # The core's baseline head is not part of SAC's actor (no gradient reaches it).
-        pairs = [(g, v) for g, v in zip(actor_gradients, actor_variables) if g is not None]
-        self.actor_optimizer.apply([g for g, _ in pairs], [v for _, v in pairs])
+        self.actor_optimizer.apply(actor_gradients, actor_variables)
         self.alpha_optimizer.apply([alpha_gradient], [self.log_alpha])
         if config.max_log_alpha is not None:
             self.log_alpha.assign(tf.minimum(self.log_alpha, config.max_log_alpha))

@@ -27,7 +27,8 @@ SPACES = {
 def make_learner(space, **overrides):
     action_space = ActionSpace(space, squash=True)
     core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(16,), lstm_size=0,
-                           condition_on_previous=False)
+                           condition_on_previous=False, baseline=False,
+                           normalize_observations=overrides.get('normalize', False))
     create_variables(core, observation_spec(OBS_SPACE), action_space)
     config = SACConfig(**{'hidden_sizes': (16,), 'critic_hidden_sizes': (16, 16),
                           'batch_size': B, **overrides})
@@ -64,12 +65,10 @@ def test_step_learns_finite_metrics_with_one_temperature_per_group(name):
     assert {'losses/actor', 'losses/alpha', 'losses/critic_0', 'losses/critic_1',
             'policy/q_mean'} <= set(values)
     assert int(learner.num_steps.numpy()) == 3
-    # The policy head and the critics moved; the unused baseline head did not.
-    changed = [not np.allclose(b, v.numpy()) for b, v in
-               zip(before, learner.core.trainable_variables)]
-    names = [v.name for v in learner.core.trainable_variables]
-    assert all(c for c, n in zip(changed, names) if 'baseline_head' not in n)
-    assert not any(c for c, n in zip(changed, names) if 'baseline_head' in n)
+    # Every actor and critic variable moved; the actor has no value head.
+    assert all(not np.allclose(b, v.numpy()) for b, v in
+               zip(before, learner.core.trainable_variables))
+    assert not any('baseline' in v.name for v in learner.core.variables)
     assert all(not np.allclose(b, v.numpy()) for b, v in
                zip(critics_before, learner.critics.trainable_variables))
 
@@ -150,3 +149,23 @@ def test_config_rejects_bad_values():
         SACConfig(target_update_tau=0.0)
     with pytest.raises(ValueError, match='online_fraction'):
         SACConfig(online_fraction=1.0)
+
+
+def test_normalize_updates_the_statistics_the_actor_and_critics_see():
+    learner, space = make_learner(SPACES['continuous'], normalize=True)
+    batch = make_batch(space)
+    learner.step(batch)
+    learner.step(batch)
+    normalizer = learner.core._normalizer
+    assert float(normalizer.count.numpy()) == 2 * B
+    np.testing.assert_allclose(normalizer.mean.numpy(),
+                               batch.sequence.steps.observation[0].mean(0), rtol=1e-5)
+    assert 'observation_normalizer/mean:0' in [v.name.split('/', 1)[1]
+                                               for v in learner.core.variables]
+
+
+def test_n_step_learner_uses_longer_sequences():
+    learner, space = make_learner(SPACES['continuous'], n_step=3)
+    assert learner.config.sequence_length == 4
+    metrics = learner.step(make_batch(space, n=3))
+    assert all(np.isfinite(float(v)) for v in metrics.values())

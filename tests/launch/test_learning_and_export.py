@@ -75,20 +75,22 @@ STANDALONE = textwrap.dedent('''
     path, env_id, seeds = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     model = tf.saved_model.load(path)
     specs = json.loads(model.signatures['specs']()['specs'].numpy().decode())
+    action_shape, action_dtype = specs['action']['shape'], tf.as_dtype(specs['action']['dtype'])
     step = model.signatures['step_deterministic']
     env = gym.make(env_id)
     returns = []
     for seed in seeds:
         obs, _ = env.reset(seed=seed)
         inputs = dict(model.signatures['initial_state'](batch_size=tf.constant(1)))
-        inputs['prev_action'] = tf.zeros([1], tf.as_dtype(specs['action']['dtype']))
+        inputs['prev_action'] = tf.zeros([1, *action_shape], action_dtype)
         inputs['prev_reward'] = tf.zeros([1], tf.float32)
         total, done = 0.0, False
         while not done:
             inputs['observation'] = tf.constant(np.asarray(obs, np.float32)[None])
             out = step(**inputs)
             action = out.pop('action')
-            obs, reward, terminated, truncated, _ = env.step(int(action.numpy()[0]))
+            a = action.numpy()[0]
+            obs, reward, terminated, truncated, _ = env.step(a if action_shape else int(a))
             total += reward
             done = terminated or truncated
             inputs.update(out)
