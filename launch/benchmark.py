@@ -36,6 +36,7 @@ from absl import app, flags  # noqa: E402
 from launch import config_flags, environments, registry, training  # noqa: E402
 from launch.actor import Actor  # noqa: E402
 from networks.observations import observation_spec  # noqa: E402
+from replay import dataset as dataset_lib  # noqa: E402
 from replay import tables as tables_lib  # noqa: E402
 from replay import trajectory  # noqa: E402
 from replay.writer import SequenceWriter  # noqa: E402
@@ -156,8 +157,9 @@ def main(argv):
             'actor_env_steps_per_s': [], 'learner_steps_per_s': [],
             'learner_in_memory_steps_per_s': []}
     per_item = FLAGS.num_envs if agent.group_envs else 1
-    # At most every item of a batch may be fresh.
-    num_fresh = -(-config.batch_size // per_item)
+    # Fresh items per batch (ACER's on-policy batches are all fresh).
+    num_fresh = dataset_lib.split_batch(-(-config.batch_size // per_item),
+                                        getattr(config, 'replay_fraction', 0.0))[0]
     for _ in range(FLAGS.repeats):
         runs['raw_env_steps_per_s'].append(raw_env_rate(FLAGS.env, FLAGS.num_envs, FLAGS.seconds))
         runs['raw_sync_env_steps_per_s'].append(

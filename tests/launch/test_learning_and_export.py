@@ -102,20 +102,26 @@ STANDALONE = textwrap.dedent('''
 ''')
 
 
-def test_saved_model_returns_equal_library_returns_without_the_library(trained, tmp_path):
-    summary, logdir = trained
-    assert summary['saved_model'] == os.path.join(logdir, 'saved_model')
-    core, action_space, _, env_id = export.restore_core(logdir)
-    expected = library_greedy_returns(core, action_space, env_id, SEEDS)
+def run_standalone(saved_model, env_id, seeds, tmp_path):
+    """Runs STANDALONE in a fresh Python; returns its JSON output."""
     script = tmp_path / 'standalone.py'
     script.write_text(STANDALONE)
     result = subprocess.run(
-        [sys.executable, str(script), summary['saved_model'], env_id, json.dumps(SEEDS)],
+        [sys.executable, str(script), saved_model, env_id, json.dumps(seeds)],
         capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
     assert result.returncode == 0, result.stderr[-3000:]
     output = json.loads(result.stdout.strip().splitlines()[-1])
     assert output['library_modules'] == []
+    return output
+
+
+def test_saved_model_returns_equal_library_returns_without_the_library(trained, tmp_path):
+    summary, logdir = trained
+    assert summary['saved_model'] == os.path.join(logdir, 'saved_model')
+    core, action_space, _, env_id = export.restore_core(logdir)
+    expected = library_greedy_returns(core, action_space, env_id, SEEDS)
+    output = run_standalone(summary['saved_model'], env_id, SEEDS, tmp_path)
     assert output['returns'] == expected
     assert np.mean(expected) >= 400  # the trained policy, not an untrained one
 

@@ -2,7 +2,6 @@
 ratio held by Reverb, a mixed discrete/continuous task, and the exported
 actor acting like the library's policy without the library."""
 
-import json
 import os
 import subprocess
 import sys
@@ -16,7 +15,7 @@ from launch import export, registry, training
 
 # The helpers and the standalone script are shared with the CLEAR / ACER tests.
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_learning_and_export import SEEDS, STANDALONE, library_greedy_returns  # noqa: E402
+from test_learning_and_export import SEEDS, library_greedy_returns, run_standalone  # noqa: E402
 
 # `python launch/run.py --agent=sac --env=Pendulum-v1`: 8 envs, 10k env steps.
 RUN_DEFAULTS = registry.get('sac').run_defaults
@@ -51,15 +50,7 @@ def test_exported_actor_acts_like_the_library_without_it(pendulum, tmp_path):
     summary, logdir = pendulum
     core, action_space, _, env_id = export.restore_core(logdir)
     expected = library_greedy_returns(core, action_space, env_id, SEEDS)
-    script = tmp_path / 'standalone.py'
-    script.write_text(STANDALONE)
-    result = subprocess.run(
-        [sys.executable, str(script), summary['saved_model'], env_id, json.dumps(SEEDS)],
-        capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
-    assert result.returncode == 0, result.stderr[-3000:]
-    output = json.loads(result.stdout.strip().splitlines()[-1])
-    assert output['library_modules'] == []
+    output = run_standalone(summary['saved_model'], env_id, SEEDS, tmp_path)
     np.testing.assert_allclose(output['returns'], expected, rtol=1e-4)
     assert np.mean(expected) >= -400  # the trained actor, not an untrained one
     # Only the actor is exported: no critic variables in the SavedModel.
