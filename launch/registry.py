@@ -118,12 +118,19 @@ def _acer_batches(address, signature, config: ACERConfig, client: reverb.Client,
 # --- SAC ---------------------------------------------------------------------------
 
 def _sac_core(observation_space, action_space: ActionSpace, config: SACConfig):
-    # The actor only: pi(a | s), no memory, no previous action / reward input, no
-    # value head (the critics belong to the learner and are never exported).
+    # The actor only: no value head (the critics belong to the learner and are never
+    # exported). Feed-forward: pi(a | s); recurrent: the LSTM also sees the previous
+    # action and reward, as meta-RL cores do.
     return ActorCriticCore(observation_space, action_space, torso=config.torso,
-                           hidden_sizes=tuple(config.hidden_sizes), lstm_size=0,
-                           condition_on_previous=False, baseline=False,
+                           hidden_sizes=tuple(config.hidden_sizes), lstm_size=config.lstm_size,
+                           condition_on_previous=config.lstm_size > 0, baseline=False,
                            normalize_observations=config.normalize)
+
+
+def _sac_batches(address, signature, config: SACConfig, client,
+                 timeout_ms: int = -1) -> Iterator:
+    return iter(dataset_lib.mixed_dataset(address, signature, config.sequences_per_batch,
+                                          config.replay_fraction, timeout_ms))
 
 
 def _sac_tables(config: SACConfig) -> List[str]:
@@ -141,12 +148,13 @@ AGENTS: Dict[str, AgentDefinition] = {
     'sac': AgentDefinition(
         'sac', SACConfig, _sac_core,
         lambda core, space, config, make_core: SACLearner(core, space, config),
-        _sac_tables, lambda config: config.learning_starts, _clear_batches,
+        _sac_tables, lambda config: config.min_replay_size, _sac_batches,
         squash_actions=True,
         group_envs=True,
         samples_per_insert=lambda config: config.samples_per_insert,
-        # Every step starts a transition (n-step windows overlap by n).
-        sequence_period=lambda config: 1,
+        # Consecutive sequences share burn-in + n steps; feed-forward (T = 1): every
+        # step starts one.
+        sequence_period=lambda config: config.unroll_length,
         random_steps=lambda config: config.learning_starts,
         # Weights every 16 updates (two actor steps of 8 envs): each publication
         # and fetch copies the 256x256 networks, in the learner's process.

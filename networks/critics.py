@@ -78,7 +78,14 @@ class CriticEnsemble(snt.Module):
         self._encoder = ObservationTorso(observation_space, torso, hidden_sizes=())
         self._mlps = StackedMLP(num_replicas, list(hidden_sizes) + [num_outputs], name='mlps')
 
-    def __call__(self, observation: Any, continuous_action: tf.Tensor) -> tf.Tensor:
-        """observation nest `[N, ...]`, continuous_action `[N, d]` -> `[R, N, num_outputs]`."""
-        features = self._encoder(observation)
-        return self._mlps(tf.concat([features, continuous_action], -1))
+    def __call__(self, observation: Any, continuous_action: tf.Tensor,
+                 memory: Optional[tf.Tensor] = None) -> tf.Tensor:
+        """observation nest `[N, ...]`, continuous_action `[N, d]` -> `[R, N, num_outputs]`.
+
+        `memory` `[N, H]`: extra input, e.g. a recurrent actor's LSTM output, so the
+        critics of a partially observed task see the history too.
+        """
+        parts = [self._encoder(observation)]
+        if memory is not None:
+            parts.append(memory)
+        return self._mlps(tf.concat(parts + [continuous_action], -1))

@@ -17,8 +17,8 @@ from agents.clear.config import LEARNING_RATE_SCHEDULES
 @dataclasses.dataclass(frozen=True)
 class SACConfig:
     # Data.
-    batch_size: int = 256  # transitions (sequences) per learner step
-    replay_size: int = 1_000_000  # transitions the replay table keeps (FIFO)
+    batch_size: int = 256  # transitions per learner step (batch_size / unroll_length sequences)
+    replay_size: int = 1_000_000  # sequences the replay table keeps (= transitions when unroll_length is 1)
     replay_eviction: str = 'fifo'  # 'fifo' or 'reservoir' (random discard)
     learning_starts: int = 256  # env steps of uniform random actions, and replay items before learning
     updates_per_step: float = 1.0  # learner updates per env step; Reverb's SampleToInsertRatio holds it
@@ -36,6 +36,9 @@ class SACConfig:
     target_update_period: int = 1  # learner steps between target updates
     # Actor.
     hidden_sizes: tuple = (256, 256)  # the actor's MLP torso
+    lstm_size: int = 0  # actor LSTM units; > 0 makes SAC recurrent (partially observed tasks)
+    burn_in: int = 0  # steps that warm up the stored core state before the learned ones (R2D2)
+    unroll_length: int = 1  # transitions learned per stored sequence (recurrent: e.g. 8)
     torso: str = 'auto'  # 'auto', 'mlp', 'nature_cnn' or 'impala_resnet'
     dqda_clipping: Optional[float] = None  # clip each element of dQ/da in the actor loss; None: off
     normalize: bool = False  # standardise vector observations with running statistics (ML-Agents)
@@ -63,6 +66,12 @@ class SACConfig:
         checks = [
             (self.batch_size >= 1, f'batch_size must be positive, got {self.batch_size}'),
             (self.n_step >= 1, f'n_step must be >= 1, got {self.n_step}'),
+            (self.unroll_length >= 1, f'unroll_length must be >= 1, got {self.unroll_length}'),
+            (self.burn_in >= 0 and self.lstm_size >= 0,
+             f'burn_in and lstm_size must be >= 0, got {self.burn_in}, {self.lstm_size}'),
+            (self.batch_size % self.unroll_length == 0,
+             f'batch_size ({self.batch_size}) must be a multiple of unroll_length '
+             f'({self.unroll_length}): a batch is whole sequences'),
             (self.updates_per_step > 0,
              f'updates_per_step must be positive, got {self.updates_per_step}'),
             (self.learning_starts >= 1,
@@ -97,15 +106,23 @@ class SACConfig:
 
     @property
     def min_replay_size(self) -> int:
-        return self.learning_starts
+        """Sequences before learning (each holds `unroll_length` new transitions)."""
+        return -(-self.learning_starts // self.unroll_length)
 
     @property
     def sequence_length(self) -> int:
-        return self.n_step + 1
+        """burn-in, the learned transitions, and the n steps their targets look ahead."""
+        return self.burn_in + self.unroll_length + self.n_step
+
+    @property
+    def sequences_per_batch(self) -> int:
+        return self.batch_size // self.unroll_length
 
     @property
     def samples_per_insert(self) -> float:
         """Replayed transitions sampled per transition inserted (the UTD ratio in samples)."""
+        # An inserted sequence brings `unroll_length` env steps per environment; a
+        # batch samples `batch_size / unroll_length` sequences.
         return self.updates_per_step * round(self.replay_fraction * self.batch_size)
 
     @property

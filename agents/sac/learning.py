@@ -16,10 +16,18 @@ Action types (see `networks.distributions`, with `squash=True`):
 One step computes every loss from the same parameters, then applies the
 critics', the actor's and the temperatures' Adam updates, and moves the
 target critics every `target_update_period` steps. The batch is sequences of
-`n_step + 1` steps; the first transition of each is learned from, with an
-n-step target (see `losses.n_step_targets`). Sequences whose first step is
-an episode's final observation (a placeholder, see `replay.trajectory`) are
-masked out of the critic loss.
+`burn_in + T + n_step` steps (T = `unroll_length`): the first `burn_in` only
+warm up the stored core state (no gradient, R2D2), the next T are learned
+from, each with an n-step target over the steps after it (see
+`losses.n_step_targets`). Transitions that start at an episode's final
+observation (a placeholder, see `replay.trajectory`) are masked out of the
+critic loss.
+
+Recurrent SAC (`lstm_size > 0`, for partially observed tasks): the actor's
+LSTM output is also an input of the critics (held constant for them), so the
+critics see the history the actor remembers; the LSTM learns from the actor's
+loss only. Feed-forward SAC (the default) stores length-`n + 1` sequences,
+one starting at every step.
 """
 
 from typing import Dict, List, Optional, Tuple
@@ -52,8 +60,6 @@ class SACLearner(LearnerBase):
         super().__init__(config, name='sac_learner')
         if not action_space.squash:
             raise ValueError('SAC needs a squashed action space (ActionSpace(space, squash=True))')
-        if core.recurrent:
-            raise ValueError('this SAC learner is feed-forward; build the core with lstm_size=0')
         self.core = core
         self._action_space = action_space
         leaves = action_space.leaves
@@ -98,8 +104,9 @@ class SACLearner(LearnerBase):
         """Builds the critics (Sonnet builds lazily) and copies them to the targets."""
         observation = trajectory.zeros(observation_spec(observation_space), (1,))
         action = tf.zeros([1, self._continuous_dims])
-        self.critics(observation, action)
-        self.target_critics(observation, action)
+        memory = tf.zeros([1, self.core.features_size]) if self.core.recurrent else None
+        self.critics(observation, action, memory)
+        self.target_critics(observation, action, memory)
         for target, source in zip(self.target_critics.variables, self.critics.variables):
             target.assign(source)
 
@@ -164,70 +171,106 @@ class SACLearner(LearnerBase):
 
     # --- the step ------------------------------------------------------------
 
-    def critic_targets(self, steps, alphas: List[tf.Tensor]) -> tf.Tensor:
-        """TD targets `[B]` of the first transition of `[n + 1, B]` steps.
+    def _actor_outputs(self, inputs: CoreInputs, core_state):
+        """Policy params and memory at the learned positions `[T, B]` (differentiable,
+        call inside the actor's tape) and at the positions after them `[T + n - 1, B]`
+        (constants), from `[T + n, B]` inputs.
+
+        A feed-forward actor runs the two parts separately, so its backward pass
+        covers only the `T` learned rows; a recurrent one unrolls all `T + n` steps.
+        Memory (the LSTM output, which the critics also see) is None without an LSTM.
+        """
+        T = self.config.unroll_length
+        if not self.core.recurrent:
+            current, _ = self.core.unroll(tf.nest.map_structure(lambda x: x[:T], inputs), ())
+            return current.policy_params, None, None, None
+        outputs, _ = self.core.unroll(inputs, core_state)
+        params = outputs.policy_params
+        memory = outputs.features
+        return (tuple(p[:T] for p in params), memory[:T],
+                tuple(tf.stop_gradient(p[1:]) for p in params), tf.stop_gradient(memory[1:]))
+
+    def critic_targets(self, steps, alphas: List[tf.Tensor], next_params=None,
+                       next_memory=None) -> tf.Tensor:
+        """TD targets `[T, B]` of the `T` learned transitions of `[T + n, B]` steps.
 
         V(s') = min over the target critics at the policy's action at s' (exact
         expectation for discrete branches), minus alpha log pi when
         `use_entropy_reward`; see `losses.n_step_targets` for episode ends.
+        `next_params` / `next_memory` (`[T + n - 1, B, ...]`) are the actor's
+        outputs at steps 1.. (computed here for a feed-forward actor).
         """
         config = self.config
-        n = config.n_step
-        inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first)
-        next_outputs, _ = self.core.unroll(tf.nest.map_structure(lambda x: x[1:], inputs), ())
-        next_params = tuple(_merge(p) for p in next_outputs.policy_params)
-        next_action, next_log_prob, next_branch_log_probs = self._policy(next_params)
-        next_observations = tf.nest.map_structure(lambda x: _merge(x[1:]), steps.observation)
-        q_next = tf.reduce_min(self.target_critics(
-            self.core.normalize_observation(next_observations), next_action), 0)
-        next_values = self._soft_value(q_next, next_log_prob, next_branch_log_probs,
-                                       alphas, config.use_entropy_reward)
-        return losses.n_step_targets(
-            steps.reward[:n] * config.reward_scaling, steps.discount[:n], steps.first,
-            tf.reshape(next_values, [n, -1]), config.discounting)
+        T, n = config.unroll_length, config.n_step
+        observation = tf.nest.map_structure(lambda x: x[1:], steps.observation)
+        if next_params is None:
+            inputs = CoreInputs(observation, tuple(a[1:] for a in steps.prev_action),
+                                steps.prev_reward[1:], steps.first[1:])
+            next_params = self.core.unroll(inputs, ())[0].policy_params
+        params = tuple(_merge(p) for p in next_params)
+        action, log_prob, branch_log_probs = self._policy(params)
+        q = self.target_critics(self.core.normalize_observation(
+            tf.nest.map_structure(_merge, observation)), action,
+            None if next_memory is None else _merge(next_memory))
+        values = tf.reshape(self._soft_value(tf.reduce_min(q, 0), log_prob, branch_log_probs,
+                                             alphas, config.use_entropy_reward), [T + n - 1, -1])
+        # The n-step window of each learned transition t, side by side on the batch axis.
+        def windows(x, length):
+            return tf.concat([x[t:t + length] for t in range(T)], axis=1)
+        targets = losses.n_step_targets(
+            windows(steps.reward * config.reward_scaling, n), windows(steps.discount, n),
+            windows(steps.first, n + 1), windows(values, n), config.discounting)
+        return tf.reshape(targets, [T, -1])
 
     @tf.function(autograph=False)
     def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
-        """One update from `[n + 1, B]` sequences. Returns scalar metrics."""
+        """One update from `[burn_in + T + n, B]` sequences. Returns scalar metrics."""
         config = self.config
-        steps = batch.sequence.steps
-        first = steps.first  # [n + 1, B]
-        mask = 1.0 - tf.cast(first[1], tf.float32)  # [B]
+        K, T = config.burn_in, config.unroll_length
+        all_steps = batch.sequence.steps
+        core_state = batch.sequence.core_state
+        if K:  # warm the stored state up on the burn-in prefix, without gradient
+            burn = tf.nest.map_structure(lambda x: x[:K], all_steps)
+            _, core_state = self.core.unroll(
+                CoreInputs(burn.observation, burn.prev_action, burn.prev_reward, burn.first),
+                core_state)
+            core_state = tf.nest.map_structure(tf.stop_gradient, core_state)
+        steps = tf.nest.map_structure(lambda x: x[K:], all_steps)  # [T + n, B]
+        learned = tf.nest.map_structure(lambda x: _merge(x[:T]), steps)  # [T * B] rows
+        mask = 1.0 - tf.cast(_merge(steps.first[1:T + 1]), tf.float32)  # [T * B]
         if config.normalize:  # statistics first, as ML-Agents updates before its update
-            self.core.update_normalizer(steps.observation[0])
+            self.core.update_normalizer(learned.observation)
         alphas = tf.exp(self.log_alpha)
         alpha_list = tf.unstack(alphas, num=self.log_alpha.shape[0])
-        inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, first)
-        observation_0 = tf.nest.map_structure(lambda x: x[0], steps.observation)
+        inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first)
         # The critics see what the actor's torso sees.
-        critic_observation = self.core.normalize_observation(observation_0)
-        # Outside the tapes: the critic loss reads the targets as constants.
-        targets = self.critic_targets(steps, alpha_list)
+        critic_observation = self.core.normalize_observation(learned.observation)
 
         with tf.GradientTape() as actor_tape:
-            outputs, _ = self.core.unroll(tf.nest.map_structure(lambda x: x[:1], inputs), ())
-            params_0 = tuple(p[0] for p in outputs.policy_params)
-            action_0, log_prob_0, branch_log_probs_0 = self._policy(params_0)
+            params, memory, next_params, next_memory = self._actor_outputs(inputs, core_state)
+            params = tuple(_merge(p) for p in params)
+            memory = None if memory is None else tf.stop_gradient(_merge(memory))
+            action, log_prob, branch_log_probs = self._policy(params)
 
-            critic_action = action_0
+            critic_action = action
             if config.dqda_clipping:
-                # Per-row dQ/da clipped at dqda_clipping (the loss is a mean over B rows).
+                # Per-row dQ/da clipped at dqda_clipping (the loss is a mean over rows).
                 critic_action = losses.clip_gradient(
-                    action_0, config.dqda_clipping / tf.cast(tf.shape(mask)[0], tf.float32))
-            q_policy = tf.reduce_min(self.critics(critic_observation, critic_action), 0)
+                    action, config.dqda_clipping / tf.cast(tf.shape(mask)[0], tf.float32))
+            q_policy = tf.reduce_min(self.critics(critic_observation, critic_action, memory), 0)
             alpha_c, alpha_d = self._split_alphas(alpha_list)
             actor_rows = 0.0
             if self._discrete:
                 actor_rows = losses.discrete_actor_loss(self._branches(q_policy),
-                                                        branch_log_probs_0, alpha_d)
+                                                        branch_log_probs, alpha_d)
             if self._continuous:
                 # Mixed actions: Q already entered through the discrete expectation.
                 q_c = 0.0 if self._discrete else q_policy[:, 0]
-                actor_rows += losses.continuous_actor_loss(q_c, log_prob_0, alpha_c)
+                actor_rows += losses.continuous_actor_loss(q_c, log_prob, alpha_c)
             actor_loss = tf.reduce_mean(actor_rows)
 
-            entropies = ([-log_prob_0] if self._continuous else []) + [
-                -tf.reduce_sum(tf.exp(lp) * lp, -1) for lp in branch_log_probs_0]
+            entropies = ([-log_prob] if self._continuous else []) + [
+                -tf.reduce_sum(tf.exp(lp) * lp, -1) for lp in branch_log_probs]
             alpha_losses = [losses.temperature_loss(self.log_alpha[g], h, self.target_entropy[g])
                             for g, h in enumerate(entropies)]
             alpha_loss = tf.add_n(alpha_losses)
@@ -235,10 +278,12 @@ class SACLearner(LearnerBase):
             # the temperature loss sees the entropy as one.
             actor_and_alpha_loss = actor_loss + alpha_loss
 
+        # Constants for the critic loss (outside the tapes).
+        targets = _merge(self.critic_targets(steps, alpha_list, next_params, next_memory))
+
         with tf.GradientTape() as critic_tape:
-            q = self.critics(critic_observation, self._continuous_part(
-                tuple(a[0] for a in steps.action)))
-            q_taken = self._q_taken(q, tuple(a[0] for a in steps.action))  # [R, B]
+            q = self.critics(critic_observation, self._continuous_part(learned.action), memory)
+            q_taken = self._q_taken(q, learned.action)  # [R, T * B]
             critic_losses = losses.critic_loss(q_taken, targets, mask)  # [R]
             critic_loss = tf.reduce_sum(critic_losses)
 
@@ -251,7 +296,7 @@ class SACLearner(LearnerBase):
             self.log_alpha.assign(tf.minimum(self.log_alpha, config.max_log_alpha))
         critic_variables = self.critics.trainable_variables
         grad_norm = self._apply(critic_tape.gradient(critic_loss, critic_variables),
-                                critic_variables, batch.replayed, tf.constant(1))
+                                critic_variables, batch.replayed, tf.constant(T))
         # tau on update steps, 0 otherwise: no branch in the graph.
         update = tf.cast(self.num_steps % config.target_update_period == 0, tf.float32)
         losses.soft_update(self.target_critics.variables, self.critics.variables,

@@ -117,7 +117,7 @@ def test_discrete_critic_targets_match_numpy(entropy):
     steps.discount[0, :2] = [0.0, 1.0]  # row 0 terminated; row 1 truncated (next: placeholder)
     steps.first[1, :] = False
     alphas = [tf.constant(0.3), tf.constant(0.7)]
-    got = learner.critic_targets(steps, alphas).numpy()
+    got = learner.critic_targets(steps, alphas).numpy()[0]  # [T = 1, B]
 
     next_obs = steps.observation[1]
     out, _ = learner.core.unroll(CoreInputs(
@@ -169,3 +169,32 @@ def test_n_step_learner_uses_longer_sequences():
     assert learner.config.sequence_length == 4
     metrics = learner.step(make_batch(space, n=3))
     assert all(np.isfinite(float(v)) for v in metrics.values())
+
+
+def test_recurrent_sac_learns_from_burned_in_sequences():
+    burn_in, unroll = 2, 3
+    action_space = ActionSpace(SPACES['continuous'], squash=True)
+    core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(16,), lstm_size=8,
+                           condition_on_previous=True, baseline=False)
+    create_variables(core, observation_spec(OBS_SPACE), action_space)
+    config = SACConfig(hidden_sizes=(16,), critic_hidden_sizes=(16, 16), lstm_size=8,
+                       burn_in=burn_in, unroll_length=unroll, batch_size=unroll * B)
+    assert config.sequence_length == burn_in + unroll + 1
+    learner = SACLearner(core, action_space, config)
+    batch = make_batch(action_space, n=config.sequence_length - 1)
+    state = core.initial_state(B)
+    batch = batch._replace(sequence=batch.sequence._replace(core_state=state))
+    lstm_before = [v.numpy().copy() for v in core.trainable_variables if 'lstm' in v.name]
+    metrics = learner.step(batch)
+    assert all(np.isfinite(float(v)) for v in metrics.values())
+    assert lstm_before and all(
+        not np.allclose(b, v.numpy()) for b, v in
+        zip(lstm_before, [v for v in core.trainable_variables if 'lstm' in v.name]))
+    targets = learner.critic_targets(
+        tf.nest.map_structure(lambda x: x[burn_in:], batch.sequence.steps),
+        [tf.constant(1.0)],
+        next_params=tuple(np.zeros((unroll, B, 4), np.float32) for _ in range(1)),
+        next_memory=np.zeros((unroll, B, 8), np.float32))
+    assert targets.shape == (unroll, B)
+    with pytest.raises(ValueError, match='multiple of unroll_length'):
+        SACConfig(unroll_length=3, batch_size=256)

@@ -70,7 +70,7 @@ class TargetReach(gym.Env):
     One step per episode. Observation: the two target positions in [-0.8, 0.8]
     and a one-hot cue. Action: Tuple(Discrete(2), Box(-1, 1, (1,))). Reward:
     1 - |a - p_k| when k is the cued target, 0 otherwise. A uniformly random
-    policy earns about 0.27; the best one earns 1.
+    policy earns about 0.19; the best one earns 1.
     """
 
     observation_space = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
@@ -108,7 +108,7 @@ def random_policy_return(episodes=4000, seed=0):
 
 def test_mixed_actions_learn_far_above_random(tmp_path):
     random_return = random_policy_return()
-    assert 0.2 < random_return < 0.35
+    assert 0.15 < random_return < 0.25
     options = training.RunOptions(agent='sac', env='TargetReach-v0', num_envs=8,
                                   num_steps=3000, seed=0, logdir=str(tmp_path),
                                   eval_episodes=50, log_interval_s=1000.0)
