@@ -37,7 +37,7 @@ import numpy as np
 import tensorflow as tf
 
 from networks.cores import ActorCriticCore, CoreInputs
-from networks.distributions import ActionSpace
+from networks.distributions import ActionSpace, from_unit_interval, to_unit_interval
 from networks.observations import observation_spec
 
 
@@ -116,7 +116,7 @@ class ExportedPolicy(tf.Module):
         action = tf.reshape(tf.cast(env_action, tf.float32), [tf.shape(env_action)[0], -1])
         if self._actions.squash:  # the library's squashed actions live in [-1, 1]
             low, high = (np.asarray(b, np.float32).ravel() for b in (space.low, space.high))
-            action = 2.0 * (action - low) / (high - low) - 1.0
+            action = to_unit_interval(action, low, high)
         return (action,)
 
     def _to_env(self, leaves) -> tf.Tensor:
@@ -129,8 +129,8 @@ class ExportedPolicy(tf.Module):
             return tf.cast(tf.reshape(flat, [-1, *space.nvec.shape]), dtype)
         action = tf.reshape(leaves[0], [-1, *space.shape])
         if self._actions.squash:
-            action = space.low + (tf.clip_by_value(action, -1.0, 1.0) + 1.0) * 0.5 * (
-                space.high - space.low)
+            action = from_unit_interval(tf.clip_by_value(action, -1.0, 1.0), space.low,
+                                        space.high)
         return tf.cast(tf.clip_by_value(action, space.low, space.high), dtype)
 
     def _step(self, deterministic: bool, observation, prev_action, prev_reward, **state):

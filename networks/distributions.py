@@ -247,7 +247,7 @@ class ActionSpace:
             if isinstance(space, gym.spaces.Box):
                 a = np.asarray(next(it)).reshape((-1,) + space.shape)
                 if self.squash:
-                    a = space.low + (np.clip(a, -1.0, 1.0) + 1.0) * 0.5 * (space.high - space.low)
+                    a = from_unit_interval(np.clip(a, -1.0, 1.0), space.low, space.high)
                 return np.clip(a, space.low, space.high).astype(space.dtype)
             if isinstance(space, gym.spaces.Tuple):
                 return tuple(build(s) for s in space.spaces)
@@ -268,7 +268,7 @@ class ActionSpace:
             elif isinstance(space, gym.spaces.Box):
                 a = np.asarray(a, np.float32)
                 if self.squash:
-                    a = (2.0 * (a - space.low) / (space.high - space.low) - 1.0).astype(np.float32)
+                    a = to_unit_interval(a, space.low, space.high).astype(np.float32)
                 out.append(a.reshape(len(a), -1))
             elif isinstance(space, gym.spaces.Tuple):
                 for s, x in zip(space.spaces, a):
@@ -279,6 +279,16 @@ class ActionSpace:
 
         walk(self.space, env_actions)
         return tuple(out)
+
+
+def from_unit_interval(a: Any, low: Any, high: Any) -> Any:
+    """A squashed action in [-1, 1] rescaled to [low, high]; numpy arrays or tensors."""
+    return low + (a + 1.0) * 0.5 * (high - low)
+
+
+def to_unit_interval(a: Any, low: Any, high: Any) -> Any:
+    """The inverse of `from_unit_interval`: [low, high] -> [-1, 1]."""
+    return 2.0 * (a - low) / (high - low) - 1.0
 
 
 def gaussian_log_prob(params: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
