@@ -39,7 +39,6 @@ from networks.observations import observation_spec  # noqa: E402
 from replay import dataset as dataset_lib  # noqa: E402
 from replay import tables as tables_lib  # noqa: E402
 from replay import trajectory  # noqa: E402
-from replay.writer import SequenceWriter  # noqa: E402
 
 flags.DEFINE_string('agent', 'clear', f'one of {sorted(registry.AGENTS)}')
 flags.DEFINE_string('env', 'CartPole-v1', 'gymnasium id')
@@ -94,9 +93,8 @@ class Setup:
         self.step_spec = trajectory.step_spec(obs_spec, self.action_space.action_specs(),
                                               self.action_space.param_specs())
         self.state_spec = training.state_spec(learner_core)
-        self.signature = trajectory.sequence_signature(
-            self.step_spec, self.state_spec, config.sequence_length,
-            envs_per_item=num_envs if agent.group_envs else 0)
+        self.signature = training.item_signature(agent, config, self.step_spec,
+                                                 self.state_spec, num_envs)
         self.server = reverb.Server(tables_lib.make_tables(
             self.signature, tables_lib.variables_signature(learner_core.variables),
             queue_size=10**6, replay_size=10**6, min_replay_size=1))
@@ -106,11 +104,9 @@ class Setup:
 
     def actor_rate(self, seconds):
         """Env steps/s of the actor loop writing into `queue` and `replay`."""
-        writer = SequenceWriter(self.client, self.step_spec, self.state_spec, self.num_envs,
-                                self.config.sequence_length,
-                                [tables_lib.QUEUE, tables_lib.REPLAY],
-                                period=self.agent.sequence_period(self.config),
-                                group_envs=self.agent.group_envs)
+        writer = training.make_writer(self.agent, self.config, self.client, self.step_spec,
+                                      self.state_spec, self.num_envs,
+                                      [tables_lib.QUEUE, tables_lib.REPLAY])
         actor = Actor(self.envs, self.actor_core, self.action_space, writer, None, seed=0)
         deadline = []
 

@@ -89,6 +89,22 @@ def _export(core, action_space, obs_space, options: RunOptions) -> Optional[str]
         return None
 
 
+def item_signature(agent: registry.AgentDefinition, config, step_spec: trajectory.Step,
+                   core_state_spec: Any, num_envs: int) -> trajectory.Sequence:
+    """The tables' signature for an agent whose actors step `num_envs` environments."""
+    return trajectory.sequence_signature(step_spec, core_state_spec, config.sequence_length,
+                                         envs_per_item=num_envs if agent.group_envs else 0)
+
+
+def make_writer(agent: registry.AgentDefinition, config, client: reverb.Client,
+                step_spec: trajectory.Step, core_state_spec: Any, num_envs: int,
+                tables, priority_fn=None) -> SequenceWriter:
+    """The actors' writer, laid out as `item_signature` says."""
+    return SequenceWriter(client, step_spec, core_state_spec, num_envs, config.sequence_length,
+                          tables, priority_fn, period=agent.sequence_period(config),
+                          group_envs=agent.group_envs)
+
+
 def make_learn(learner) -> Callable[[Iterator], Dict[str, tf.Tensor]]:
     """`learn(iterator)`: one learner step on the iterator's next batch.
 
@@ -132,9 +148,7 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
     step_spec = trajectory.step_spec(obs_spec, action_space.action_specs(),
                                      action_space.param_specs())
     core_state_spec = state_spec(learner_core)
-    signature = trajectory.sequence_signature(
-        step_spec, core_state_spec, config.sequence_length,
-        envs_per_item=options.num_envs if agent.group_envs else 0)
+    signature = item_signature(agent, config, step_spec, core_state_spec, options.num_envs)
     published = list(learner_core.variables)
     # Sizes in the configs count sequences; a grouped item holds num_envs of them.
     per_item = options.num_envs if agent.group_envs else 1
@@ -172,10 +186,8 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
     write_tables = agent.write_tables(config)
     priority_fn = ((lambda table: float(np.random.uniform()))
                    if config.replay_eviction == 'reservoir' else None)
-    writer = SequenceWriter(client, step_spec, core_state_spec, options.num_envs,
-                            config.sequence_length, write_tables, priority_fn,
-                            period=agent.sequence_period(config),
-                            group_envs=agent.group_envs)
+    writer = make_writer(agent, config, client, step_spec, core_state_spec, options.num_envs,
+                         write_tables, priority_fn)
     stats = EpisodeStats()
     actor = Actor(envs, actor_core, action_space, writer,
                   VariableFetcher(client, list(actor_core.variables)), options.seed, stats,
