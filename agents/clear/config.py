@@ -11,14 +11,19 @@ REWARD_CLIPPINGS = ('abs_one', 'soft_asymmetric', 'none')
 LEARNING_RATE_SCHEDULES = ('linear', 'constant')
 
 
-def check_reward_and_schedule(config) -> None:
-    """The `reward_clipping` and `learning_rate_schedule` checks every agent config shares."""
-    if config.reward_clipping not in REWARD_CLIPPINGS:
-        raise ValueError(f'reward_clipping must be one of {REWARD_CLIPPINGS}, '
-                         f'got {config.reward_clipping!r}')
+def check_schedule(config) -> None:
+    """The `learning_rate_schedule` check every agent config shares."""
     if config.learning_rate_schedule not in LEARNING_RATE_SCHEDULES:
         raise ValueError(f'learning_rate_schedule must be one of {LEARNING_RATE_SCHEDULES}, '
                          f'got {config.learning_rate_schedule!r}')
+
+
+def check_reward_and_schedule(config) -> None:
+    """The `reward_clipping` and `learning_rate_schedule` checks of the configs that clip."""
+    if config.reward_clipping not in REWARD_CLIPPINGS:
+        raise ValueError(f'reward_clipping must be one of {REWARD_CLIPPINGS}, '
+                         f'got {config.reward_clipping!r}')
+    check_schedule(config)
 
 
 @dataclasses.dataclass(frozen=True)

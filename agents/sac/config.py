@@ -11,7 +11,7 @@ import dataclasses
 import math
 from typing import Any, Optional
 
-from agents.clear.config import LEARNING_RATE_SCHEDULES
+from agents.clear.config import check_schedule
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,9 +60,7 @@ class SACConfig:
     clip_grad_norm: Optional[float] = None  # global-norm clip of the critics' gradients; None: off
 
     def __post_init__(self):
-        if self.learning_rate_schedule not in LEARNING_RATE_SCHEDULES:
-            raise ValueError(f'learning_rate_schedule must be one of {LEARNING_RATE_SCHEDULES}, '
-                             f'got {self.learning_rate_schedule!r}')
+        check_schedule(self)
         checks = [
             (self.batch_size >= 1, f'batch_size must be positive, got {self.batch_size}'),
             (self.n_step >= 1, f'n_step must be >= 1, got {self.n_step}'),

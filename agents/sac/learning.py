@@ -61,7 +61,6 @@ class SACLearner(LearnerBase):
         if not action_space.squash:
             raise ValueError('SAC needs a squashed action space (ActionSpace(space, squash=True))')
         self.core = core
-        self._action_space = action_space
         leaves = action_space.leaves
         self._continuous = [i for i, l in enumerate(leaves) if l.kind == 'tanh_gaussian']
         self._discrete = [i for i, l in enumerate(leaves) if l.kind == 'categorical']
