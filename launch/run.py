@@ -13,7 +13,11 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from absl import app, flags, logging  # noqa: E402
 
-from launch import config_flags, environments, registry, training  # noqa: E402
+from launch import config_flags, environments, launcher, registry, roles, training  # noqa: E402
+from replay import connection  # noqa: E402
+
+ROLES = ('replay', 'learner', 'actor')
+LAUNCHERS = ('inprocess', 'multiprocess')
 
 flags.DEFINE_string('agent', 'clear', f'agent to train: one of {sorted(registry.AGENTS)}')
 _DEFAULTS = training.RunOptions()
@@ -40,6 +44,21 @@ flags.DEFINE_float('target_return', _DEFAULTS.target_return,
 flags.DEFINE_float('log_interval_s', _DEFAULTS.log_interval_s, 'seconds between progress lines')
 flags.DEFINE_float('checkpoint_interval_s', _DEFAULTS.checkpoint_interval_s,
                    'seconds between learner checkpoints')
+flags.DEFINE_string('launcher', 'inprocess',
+                    'inprocess: one process (server, actor thread, learner); multiprocess: '
+                    'every role as a child process on this machine')
+flags.DEFINE_integer('num_actors', 2, 'actor processes (--launcher=multiprocess)')
+flags.DEFINE_string('role', '', 'run one role of a multi-process run: replay, learner or actor')
+flags.DEFINE_string('replay_address', '', 'host:port of the replay server (learner, actor)')
+flags.DEFINE_integer('replay_port', 0, 'port of the replay server (0: a free one). Reverb '
+                     'listens on all interfaces: on a shared network, firewall this port')
+flags.DEFINE_integer('actor_id', 0, 'this actor\'s index (seeds its environments)')
+flags.DEFINE_float('connect_timeout_s', 20.0,
+                   'seconds to wait for the replay server to answer at start')
+flags.DEFINE_float('reconnect_timeout_s', 120.0,
+                   'seconds a role waits for a lost replay server before it gives up')
+flags.DEFINE_float('replay_checkpoint_interval_s', 60.0,
+                   'seconds between checkpoints of the replay tables (--role=replay)')
 config_flags.define_flags([a.config_class for a in registry.AGENTS.values()])
 FLAGS = flags.FLAGS
 
@@ -48,6 +67,13 @@ def main(argv):
     del argv
     logging.set_verbosity(logging.INFO)
     try:
+        if FLAGS.role and FLAGS.role not in ROLES:
+            raise ValueError(f'unknown --role={FLAGS.role!r}; choose one of {list(ROLES)}')
+        if FLAGS.launcher not in LAUNCHERS:
+            raise ValueError(f'unknown --launcher={FLAGS.launcher!r}; '
+                             f'choose one of {list(LAUNCHERS)}')
+        if FLAGS.role in ('learner', 'actor') and not FLAGS.replay_address:
+            raise ValueError(f'--role={FLAGS.role} needs --replay_address=host:port')
         agent = registry.get(FLAGS.agent)
         config = config_flags.config_from_flags(agent.config_class)
         per_agent = {name: getattr(FLAGS, name) for name in ('num_envs', 'num_steps',
@@ -57,14 +83,33 @@ def main(argv):
             target_return=FLAGS.target_return, log_interval_s=FLAGS.log_interval_s,
             checkpoint_interval_s=FLAGS.checkpoint_interval_s,
             **{**agent.run_defaults, **{k: v for k, v in per_agent.items() if v is not None}})
+        if FLAGS.role:
+            run_role(options, config)
+            return
+        if FLAGS.launcher == 'multiprocess':
+            sys.exit(launcher.run(sys.argv[1:], FLAGS.num_actors, FLAGS.replay_port,
+                                  FLAGS.connect_timeout_s))
         summary = training.train(options, config)
     except (registry.UnknownAgentError, environments.EnvironmentSetupError, training.TrainingError,
-            ValueError) as e:
+            connection.ServerUnavailableError, ValueError) as e:
         print(f'error: {e}', file=sys.stderr)
         sys.exit(1)
     logging.info('eval return %.1f +- %.1f over %d episodes; %d env steps in %.1f s',
                  summary['eval_return_mean'], summary['eval_return_std'],
                  summary['eval_episodes'], summary['env_steps'], summary['wall_time_s'])
+
+
+def run_role(options: training.RunOptions, config) -> None:
+    stop = roles.stop_on_signals()
+    if FLAGS.role == 'replay':
+        roles.run_replay(options, config, FLAGS.replay_port, FLAGS.replay_checkpoint_interval_s,
+                         stop)
+    elif FLAGS.role == 'learner':
+        roles.run_learner(options, config, FLAGS.replay_address, FLAGS.connect_timeout_s,
+                          FLAGS.reconnect_timeout_s, stop)
+    else:
+        roles.run_actor(options, config, FLAGS.replay_address, FLAGS.actor_id,
+                        FLAGS.connect_timeout_s, FLAGS.reconnect_timeout_s, stop)
 
 
 if __name__ == '__main__':

@@ -1,0 +1,167 @@
+"""`--launcher=multiprocess`: every role of a run as a child process on this machine.
+
+Starts the replay server, waits until it answers, then the learner and
+`--num_actors` actors, each as `python launch/run.py --role=...` with the
+user's flags; streams their output with a role prefix. It supervises them:
+
+- an actor that exits is restarted with exponential backoff (1 s, 2 s, ... 30 s);
+  the learner keeps learning meanwhile;
+- a replay server that exits is restarted on the same port from its latest
+  checkpoint; learner and actors reconnect;
+- the learner finishing its budget ends the run (exit 0); the learner
+  failing ends it with its error (exit 1): rerun with the same `--logdir`
+  to resume from the last checkpoint;
+- Ctrl-C / SIGTERM: the learner checkpoints and exits, then the actors stop,
+  then the replay server checkpoints its tables and stops.
+
+Children die with the launcher (Linux parent-death signal), so a killed
+launcher leaves no orphans.
+"""
+
+import ctypes
+import dataclasses
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import List, Optional
+
+from absl import logging
+
+from replay import connection
+
+RUN_PY = __file__.replace('launcher.py', 'run.py')
+MAX_BACKOFF_S = 30.0
+# Flags the launcher sets for each child itself.
+LAUNCHER_FLAGS = ('launcher', 'num_actors', 'role', 'replay_address', 'replay_port', 'actor_id')
+
+
+def _die_with_parent():
+    """In the child before exec: SIGTERM when the launcher dies (PR_SET_PDEATHSIG)."""
+    try:
+        ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(('127.0.0.1', 0))
+        return s.getsockname()[1]
+
+
+def child_argv(argv: List[str]) -> List[str]:
+    """The user's flags without those the launcher sets per child."""
+    kept = []
+    for arg in argv:
+        name = arg.lstrip('-').split('=', 1)[0]
+        if arg.startswith('-') and (name in LAUNCHER_FLAGS or
+                                    (name.startswith('no') and name[2:] in LAUNCHER_FLAGS)):
+            continue
+        kept.append(arg)
+    return kept
+
+
+@dataclasses.dataclass
+class Child:
+    name: str
+    extra_flags: List[str]
+    process: Optional[subprocess.Popen] = None
+    starts: int = 0
+    restart_at: Optional[float] = None  # when a dead child is due to start again
+
+    def start(self, base: List[str]) -> None:
+        self.process = subprocess.Popen(
+            base + self.extra_flags, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, text=True, bufsize=1)
+        self.starts += 1
+        self.restart_at = None
+        threading.Thread(target=self._stream, args=(self.process,), daemon=True).start()
+
+    def _stream(self, process: subprocess.Popen) -> None:
+        for line in process.stdout:
+            sys.stdout.write(f'[{self.name}] {line}')
+            sys.stdout.flush()
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, timeout_s: float) -> None:
+        """SIGTERM, then SIGKILL after `timeout_s`."""
+        if not self.alive():
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            logging.warning('%s did not stop within %.0f s; killing it', self.name, timeout_s)
+            self.process.kill()
+            self.process.wait()
+
+
+def describe_exit(code: int) -> str:
+    return f'signal {-code}' if code < 0 else f'status {code}'
+
+
+def run(argv: List[str], num_actors: int, replay_port: int, connect_timeout_s: float) -> int:
+    """Runs every role as a child process until the learner ends; the exit status."""
+    if num_actors < 1:
+        print(f'error: --num_actors must be >= 1, got {num_actors}', file=sys.stderr)
+        return 1
+    port = replay_port or free_port()
+    address = f'127.0.0.1:{port}'
+    base = [sys.executable, RUN_PY] + child_argv(argv)
+    replay = Child('replay', ['--role=replay', f'--replay_port={port}'])
+    learner = Child('learner', ['--role=learner', f'--replay_address={address}'])
+    actors = [Child(f'actor {k}', ['--role=actor', f'--replay_address={address}',
+                                   f'--actor_id={k}']) for k in range(num_actors)]
+    stopping = threading.Event()
+
+    def on_signal(signum, frame):
+        stopping.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    def shutdown():
+        learner.stop(timeout_s=120)  # checkpoints first
+        for actor in actors:
+            actor.stop(timeout_s=20)
+        replay.stop(timeout_s=120)  # checkpoints its tables
+
+    replay.start(base)
+    try:
+        connection.wait_for_server(address, connect_timeout_s)
+    except connection.ServerUnavailableError as e:
+        replay.stop(timeout_s=5)
+        print(f'error: the replay server did not start: {e}', file=sys.stderr)
+        return 1
+    logging.info('replay server at %s; starting the learner and %d actors', address, num_actors)
+    learner.start(base)
+    for actor in actors:
+        actor.start(base)
+
+    status = 0
+    while not stopping.wait(0.2):
+        code = learner.process.poll()
+        if code is not None:
+            if code != 0:
+                print(f'error: the learner exited with {describe_exit(code)}; rerun with the '
+                      'same --logdir to resume from its last checkpoint', file=sys.stderr)
+                status = 1
+            break
+        now = time.monotonic()
+        for child in actors + [replay]:
+            if child.alive():
+                continue
+            if child.restart_at is None:
+                backoff = min(MAX_BACKOFF_S, 2.0 ** (child.starts - 1))
+                logging.warning('%s exited with %s; restarting it in %.0f s', child.name,
+                                describe_exit(child.process.returncode), backoff)
+                child.restart_at = now + backoff
+            elif now >= child.restart_at:
+                child.start(base)
+    shutdown()
+    return status
