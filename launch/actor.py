@@ -146,8 +146,15 @@ class Actor:
         self._random_steps = random_steps
         self._rng = np.random.default_rng(seed)
 
-    def run(self, stop: Callable[[], bool], flush_timeout_ms: int = 1000) -> None:
-        """Acts until `stop()` is true (checked once per step)."""
+    def run(self, stop: Callable[[], bool], flush_timeout_ms: int = 1000,
+            max_env_steps: Optional[int] = None) -> None:
+        """Acts until `stop()` is true (checked once per step) or, when given,
+        `stats.env_steps` reaches `max_env_steps`.
+
+        The budget is checked only right after a sequence was written, so every
+        step taken reaches the learner: a run overshoots its budget by less
+        than one round of sequences (`num_envs` x the writer's period).
+        """
         B = self._num_envs
         obs, _ = self._envs.reset(seed=self._seed)
         obs = self._cast(obs)
@@ -178,6 +185,9 @@ class Actor:
             discount = np.where(real & terminated, 0.0, 1.0).astype(np.float32)
             reward = np.where(real, reward, 0.0).astype(np.float32)
             discount = np.where(real, discount, 0.0).astype(np.float32)
+            # Counted before the write: a learner that sees the data sees the steps.
+            self.stats.add_steps(int(real.sum()))
+            written = False
             if self._writer is not None:
                 written = self._writer.append(Step(
                     observation=obs, action=action, reward=reward, discount=discount,
@@ -187,8 +197,6 @@ class Actor:
                 if written:
                     self._after_write(flush_timeout_ms, stop)
             # Episode bookkeeping.
-            num_real = int(real.sum())
-            self.stats.add_steps(num_real)
             episode_return += reward
             episode_length += real
             done = real & (terminated | truncated)
@@ -203,6 +211,8 @@ class Actor:
             obs = self._cast(next_obs)
             state = new_state
             prev_action, prev_reward = action, reward
+            if written and max_env_steps is not None and self.stats.env_steps >= max_env_steps:
+                return
 
     def recent_actions(self):
         """Per action leaf, the actions of the last steps, flattened (for histograms)."""

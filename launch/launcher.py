@@ -78,6 +78,7 @@ class Child:
             stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, text=True, bufsize=1)
         self.starts += 1
         self.restart_at = None
+        logging.info('started %s (pid %d, start %d)', self.name, self.process.pid, self.starts)
         threading.Thread(target=self._stream, args=(self.process,), daemon=True).start()
 
     def _stream(self, process: subprocess.Popen) -> None:

@@ -170,12 +170,21 @@ def run_learner(options: training.RunOptions, config: Any, address: str,
 
     def on_server_error(error):
         logging.warning('lost the Reverb server at %s (%s); waiting up to %.0f s', address,
-                        str(error).splitlines()[0], reconnect_timeout_s)
+                        str(error).splitlines()[0] if str(error) else type(error).__name__,
+                        reconnect_timeout_s)
         connection.wait_for_server(address, reconnect_timeout_s)
 
+    def publish():
+        # An insert into a server that went away raises (RuntimeError from the
+        # writer's confirmation, or a gRPC status); wait for it and publish again.
+        while True:
+            try:
+                return publisher.publish()
+            except (RuntimeError, *training.SERVER_ERRORS) as e:
+                on_server_error(e)
+
     stats = EpisodeStats()  # episodes happen in the actors' processes
-    run.run(batches, publisher.publish, env_steps, stats, stop.is_set,
-            on_server_error=on_server_error)
+    run.run(batches, publish, env_steps, stats, stop.is_set, on_server_error=on_server_error)
     if stop.is_set():
         run.save()
         logging.info('stopped at learner step %d, env step %d; checkpoint in %s',

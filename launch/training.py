@@ -337,15 +337,7 @@ class LearnerRun:
                 steps_this_run += 1
                 step = self.start_learner_steps + steps_this_run
                 if step % options.publish_period == 0:
-                    try:
-                        publish()
-                    except SERVER_ERRORS as e:
-                        if on_server_error is None:
-                            raise
-                        iterator = None
-                        on_server_error(e)
-                        iterator = batches()
-                        publish()
+                    publish()
                 now = time.time()
                 if now - last_summary >= options.summary_interval_s:
                     last_summary = now
@@ -426,7 +418,7 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
 
     def run_actor():
         try:
-            actor.run(stop_event.is_set)
+            actor.run(stop_event.is_set, max_env_steps=options.num_steps)
         except Exception as e:  # surfaced in the main thread
             if not stop_event.is_set():  # after a stop, errors come from the server going away
                 logging.exception('the actor failed')

@@ -37,14 +37,9 @@ def trained(request, tmp_path_factory):
 
 
 def max_overshoot(config, num_envs: int) -> int:
-    """Env steps an actor can take past the budget before the learner sees it.
-
-    The learner checks the budget between its steps. Meanwhile the actor can
-    finish the round of sequences it is in (`num_envs` x `unroll_length`
-    steps) and, while the queue has room, further rounds; a full queue blocks it.
-    """
-    rounds = 1 + -(-config.queue_size // num_envs)
-    return rounds * num_envs * config.unroll_length
+    """Env steps past the budget: the actor stops once a round of sequences
+    (`num_envs` x `unroll_length` steps) that reached it is written."""
+    return num_envs * config.unroll_length
 
 
 def test_solves_cartpole_within_budget(trained):
