@@ -230,7 +230,9 @@ def run_actor(options: training.RunOptions, config: Any, address: str, actor_id:
         try:
             actor.run(lambda: stop.is_set() or watchdog.outages != outages)
         except Exception as e:  # noqa: BLE001 - any failure of a lost server's writer
-            if stop.is_set() or watchdog.outages == outages:
+            # The watchdog polls every few seconds; an error from a server that
+            # went away just now is told apart by asking the server directly.
+            if stop.is_set() or (watchdog.outages == outages and connection.answers(client)):
                 raise
             logging.warning('actor %d: writer failed while the server was away: %s', actor_id,
                             str(e).splitlines()[0] if str(e) else type(e).__name__)
