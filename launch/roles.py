@@ -121,7 +121,7 @@ class InsertedEnvSteps:
     """
 
     def __init__(self, client: reverb.Client, table: str, steps_per_item: int,
-                 refresh_s: float = 0.5):
+                 refresh_s: float = 0.1):
         self._client, self._table = client, table
         self._steps_per_item = steps_per_item
         self._refresh_s = refresh_s
