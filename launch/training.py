@@ -319,7 +319,9 @@ class LearnerRun:
                 try:
                     metrics = learn(iterator)
                 except StopIteration:
-                    if should_stop():  # e.g. the actor died: the caller raises its error
+                    # The actor died (the caller raises its error), or it stopped at the
+                    # budget before this batch was complete.
+                    if should_stop() or self.total_env_steps() >= options.num_steps:
                         break
                     logging.warning('no data for %.0f s; reopening the learner\'s datasets',
                                     DATA_TIMEOUT_MS / 1000)

@@ -64,7 +64,7 @@ class LauncherRun:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0 or self._done:
                     raise AssertionError(f'no line matching {pattern!r}; output:\n' +
-                                         '\n'.join(self.lines[-60:]))
+                                         self.output())
                 self._changed.wait(min(remaining, 0.5))
 
     def pid(self, child):
@@ -84,11 +84,12 @@ class LauncherRun:
             return self.process.wait(timeout_s)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            raise AssertionError('the launcher did not finish; output:\n' +
-                                 '\n'.join(self.lines[-60:]))
+            raise AssertionError('the launcher did not finish; output:\n' + self.output())
 
-    def output(self):
-        return '\n'.join(self.lines[-80:])
+    def output(self, lines=150):
+        """The last `lines` lines, without Reverb's routine checkpoint and writer chatter."""
+        noise = ('pending items', 'Stored checkpoint', 'records have been read', 'tfrecord_checkpointer')
+        return '\n'.join([l for l in self.lines if not any(n in l for n in noise)][-lines:])
 
     def kill(self):
         if self.process.poll() is None:
@@ -175,19 +176,23 @@ def test_killed_learner_resumes_from_its_checkpoint(runs, tmp_path):
 
 def test_restarted_replay_server_holds_its_checkpointed_items(runs, tmp_path):
     logdir = str(tmp_path / 'run')
-    run = runs(logdir, *SMALL, '--num_actors=1', '--num_steps=20000')
+    budget = 20000
+    run = runs(logdir, *SMALL, '--num_actors=1', f'--num_steps={budget}')
     _, checkpointed = run.wait_for(r"replay checkpoint .*tables hold (\{.*'replay': [1-9].*\})")
     held = tables(checkpointed)
     os.kill(run.pid('replay'), signal.SIGKILL)
     i, _ = run.wait_for(r'replay exited with signal 9; restarting')
+    before = [e for e, _ in run.learner_steps()]
+    assert not before or before[-1] < budget // 2, 'killed too late to tell: ' + run.output()
     _, served = run.wait_for(r'replay server on port \d+; tables hold (\{.*\})', start=i)
     # At least what the checkpoint seen before the kill held (a later one may have followed).
     assert tables(served) >= held
-    # Learner and actor reconnect by themselves (no crash, no restart of theirs).
-    run.wait_for(r'actor 0: the Reverb server at .* was away; reconnecting', start=i)
+    # The learner and the actor carry on with the new server (the budget counts
+    # inserts into it), neither crashing nor restarted: they reconnect by themselves.
     assert run.finish() == 0, run.output()
-    assert not [l for l in run.lines if 'Traceback' in l or 'actor 0 exited' in l], run.output()
-    assert read_summary(logdir)['env_steps'] >= 20000
+    assert read_summary(logdir)['env_steps'] >= budget
+    assert not [l for l in run.lines if 'Traceback' in l or re.search(r'(actor 0|learner) exited',
+                                                                       l)], run.output()
     steps = [s for _, s in run.learner_steps()]
     assert steps == sorted(steps), steps
 
