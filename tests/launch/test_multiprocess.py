@@ -14,6 +14,7 @@ import time
 import pytest
 
 from launch import launcher
+from replay import connection
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN_PY = os.path.join(ROOT, 'launch', 'run.py')
@@ -117,6 +118,12 @@ def tables(match):
     return ast.literal_eval(match.group(1))['replay']
 
 
+def latest_checkpoint_step(directory):
+    """The learner step of the newest checkpoint named in `directory/checkpoint`."""
+    with open(os.path.join(directory, 'checkpoint')) as f:
+        return int(re.search(r'ckpt-(\d+)', f.readline()).group(1))
+
+
 def read_summary(logdir):
     with open(os.path.join(logdir, 'summary.json')) as f:
         return json.load(f)
@@ -157,8 +164,7 @@ def test_killed_learner_resumes_from_its_checkpoint(runs, tmp_path):
     # The replay server checkpointed its tables at shutdown: their last sizes.
     replay_size = [tables(m) for l in first.lines
                    for m in [re.search(r'replay checkpoint .*tables hold (\{.*\})', l)] if m][-1]
-    ckpt_step = int(open(os.path.join(checkpoints, 'checkpoint')).readline()
-                    .split('ckpt-')[1].strip().strip('"'))
+    ckpt_step = latest_checkpoint_step(checkpoints)
     assert ckpt_step > 0
 
     second = runs(logdir, *args)
@@ -172,6 +178,8 @@ def test_killed_learner_resumes_from_its_checkpoint(runs, tmp_path):
     assert learner_steps >= ckpt_step and env_steps >= int(resumed.group(2))
     second.process.send_signal(signal.SIGTERM)
     assert second.finish() == 0, second.output()
+    # SIGTERM: the learner checkpointed on its way out.
+    assert latest_checkpoint_step(checkpoints) >= second.learner_steps()[-1][1]
 
 
 def test_restarted_replay_server_holds_its_checkpointed_items(runs, tmp_path):
@@ -235,3 +243,30 @@ def test_bad_input_is_one_clear_line_within_30_s(args, message, tmp_path):
     errors = [l for l in result.stderr.splitlines() if l.startswith('error:')]
     assert len(errors) == 1 and message.format(port=port) in errors[0], result.stderr[-2000:]
     assert 'Traceback' not in result.stderr
+
+
+@pytest.mark.parametrize('role', ['actor', 'learner'])
+def test_role_exits_with_one_error_when_the_server_stays_away(role, tmp_path):
+    port = launcher.free_port()
+    logdir = f'--logdir={tmp_path}/run'
+    replay = subprocess.Popen([sys.executable, RUN_PY, '--role=replay', f'--replay_port={port}',
+                               logdir, *SMALL], stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    try:
+        connection.wait_for_server(f'127.0.0.1:{port}', 60)
+        # Without a learner (or actors) the role waits on weights (or data); the
+        # watchdog notices the server even then.
+        child = subprocess.Popen([sys.executable, RUN_PY, f'--role={role}',
+                                  f'--replay_address=127.0.0.1:{port}', '--reconnect_timeout_s=3',
+                                  logdir, *SMALL], stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE, text=True)
+        time.sleep(8)  # connected and waiting
+        assert child.poll() is None
+        replay.kill()
+        _, stderr = child.communicate(timeout=60)
+    finally:
+        replay.kill()
+    assert child.returncode == 1, stderr[-2000:]
+    errors = [l for l in stderr.splitlines() if l.startswith('error:')]
+    assert errors == [f'error: the Reverb server at 127.0.0.1:{port} has not answered for 3 s'], \
+        stderr[-2000:]
