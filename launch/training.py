@@ -368,10 +368,13 @@ class LearnerRun:
         """Checkpoints, evaluates, exports; returns the summary (also summary.json)."""
         options = self.setup.options
         self.save()
+        logging.info('learner step %d, env step %d: checkpointed; evaluating %d episodes',
+                     self.learner_steps, self.total_env_steps(), options.eval_episodes)
         eval_mean, eval_std, _ = evaluation.evaluate(
             self.core, self.setup.action_space, options.env, options.eval_episodes,
             seed=options.seed + 10_000)
         mean_return, _, _ = stats.recent(20)
+        logging.info('evaluation: %.1f +- %.1f; exporting the policy', eval_mean, eval_std)
         saved_model = _export(self.core, self.setup.action_space, self.setup.observation_space,
                               options)
         wall_time = max(self.wall_time, 1e-9)
