@@ -107,6 +107,12 @@ def run_role(options: training.RunOptions, config) -> None:
     elif FLAGS.role == 'learner':
         roles.run_learner(options, config, FLAGS.replay_address, FLAGS.connect_timeout_s,
                           FLAGS.reconnect_timeout_s, stop)
+        # Checkpoint, summary and SavedModel are written; exiting through Python's
+        # teardown would close a data stream the server may hold blocked for up to
+        # the data timeout (see `training.LearnerRun.close_data`).
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     else:
         roles.run_actor(options, config, FLAGS.replay_address, FLAGS.actor_id,
                         FLAGS.connect_timeout_s, FLAGS.reconnect_timeout_s, stop)

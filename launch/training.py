@@ -247,6 +247,7 @@ class LearnerRun:
         self.start_learner_steps = int(self.learner.num_steps.numpy())
         self.published = list(self.core.variables)
         self._last_metrics = {}
+        self._iterator = None  # the last data stream, kept open until `close_data`
         self._env_steps = lambda: 0
         self.wall_time = 0.0
         self.reached_target = False
@@ -362,7 +363,23 @@ class LearnerRun:
         finally:
             self.wall_time = time.time() - start
             self.steps_this_run = steps_this_run
-            iterator = None
+            summary_writer.flush()
+            # Dropping the iterator now could wait for samples the server's rate
+            # limiter holds back (up to the data timeout, more than once): see
+            # `close_data`.
+            self._iterator = iterator
+
+    def close_data(self) -> None:
+        """Drops the learner's data stream; call it once nothing can block it.
+
+        A sample request blocked in the server's rate limiter (SAC's learner
+        waiting for inserts when the budget ends) is not cancelled by closing
+        the stream: the close waits out the data timeout (measured: 40 s at the
+        end of a multi-process SAC run). In-process runs call this after
+        stopping their server, which fails the blocked requests at once; the
+        learner process exits without waiting (`launch/run.py`).
+        """
+        self._iterator = None
 
     def finish(self, stats: EpisodeStats) -> Dict[str, Any]:
         """Checkpoints, evaluates, exports; returns the summary (also summary.json)."""
@@ -448,6 +465,7 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
         thread.join(timeout=2)
         server.stop()
         thread.join(timeout=30)
+        run.close_data()
     if actor_error:
         raise actor_error[0]
     summary = run.finish(stats)
