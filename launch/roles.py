@@ -26,6 +26,10 @@ Decisions this module adds to DESIGN.md:
   shutdown; a replay server started on the same logdir loads the latest one.
 - **SIGTERM / SIGINT** end a role cleanly: the learner checkpoints and exits 0
   without evaluating; the replay server checkpoints its tables first.
+- **The learner process exits without closing its data stream** (`os._exit`
+  in `launch/run.py`, after checkpoint, summary and SavedModel are written):
+  closing it could wait out the data timeout on sample requests the server's
+  rate limiter holds (see `training.LearnerRun.close_data`).
 """
 
 import os
