@@ -93,8 +93,11 @@ def run_replay(options: training.RunOptions, config: Any, port: int,
     logging.info('replay server on port %d; tables hold %s', server.port, table_sizes(client))
 
     def checkpoint():
+        # Read first: the checkpoint then holds at least these replay items (read
+        # after it, the sizes could count inserts the checkpoint missed).
+        sizes = table_sizes(client)
         path = client.checkpoint()
-        logging.info('replay checkpoint %s; tables hold %s', path, table_sizes(client))
+        logging.info('replay checkpoint %s; tables held %s as it began', path, sizes)
 
     while not stop.wait(checkpoint_interval_s):
         checkpoint()

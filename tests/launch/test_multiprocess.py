@@ -114,7 +114,7 @@ def runs():
 
 
 def tables(match):
-    """The `replay` table's size in a match of the replay role's 'tables hold {...}'."""
+    """The `replay` table's size in a match of the replay role's 'tables hold {...}' (or held)."""
     return ast.literal_eval(match.group(1))['replay']
 
 
@@ -163,7 +163,7 @@ def test_killed_learner_resumes_from_its_checkpoint(runs, tmp_path):
     assert 'error: the learner exited with signal 9' in first.output()
     # The replay server checkpointed its tables at shutdown: their last sizes.
     replay_size = [tables(m) for l in first.lines
-                   for m in [re.search(r'replay checkpoint .*tables hold (\{.*\})', l)] if m][-1]
+                   for m in [re.search(r'replay checkpoint .*tables held (\{.*\})', l)] if m][-1]
     ckpt_step = latest_checkpoint_step(checkpoints)
     assert ckpt_step > 0
 
@@ -186,7 +186,7 @@ def test_restarted_replay_server_holds_its_checkpointed_items(runs, tmp_path):
     logdir = str(tmp_path / 'run')
     budget = 20000
     run = runs(logdir, *SMALL, '--num_actors=1', f'--num_steps={budget}')
-    _, checkpointed = run.wait_for(r"replay checkpoint .*tables hold (\{.*'replay': [1-9].*\})")
+    _, checkpointed = run.wait_for(r"replay checkpoint .*tables held (\{.*'replay': [1-9].*\})")
     held = tables(checkpointed)
     os.kill(run.pid('replay'), signal.SIGKILL)
     i, _ = run.wait_for(r'replay exited with signal 9; restarting')
