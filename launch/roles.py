@@ -71,6 +71,12 @@ def exit_with_error(message: str) -> None:
     os._exit(1)
 
 
+def describe(error: Exception) -> str:
+    """An exception in one line: its message's first line, or its type if it has none."""
+    message = str(error)
+    return message.splitlines()[0] if message else type(error).__name__
+
+
 def _setup(options: training.RunOptions, config: Any, num_envs: int = 1):
     envs = environments.make_vector_env(options.env, num_envs, options.seed)
     return envs, training.make_setup(options, config, envs)
@@ -177,8 +183,7 @@ def run_learner(options: training.RunOptions, config: Any, address: str,
 
     def on_server_error(error):
         logging.warning('lost the Reverb server at %s (%s); waiting up to %.0f s', address,
-                        str(error).splitlines()[0] if str(error) else type(error).__name__,
-                        reconnect_timeout_s)
+                        describe(error), reconnect_timeout_s)
         connection.wait_for_server(address, reconnect_timeout_s)
 
     def publish():
@@ -242,7 +247,7 @@ def run_actor(options: training.RunOptions, config: Any, address: str, actor_id:
             if stop.is_set() or (watchdog.outages == outages and connection.answers(client)):
                 raise
             logging.warning('actor %d: writer failed while the server was away: %s', actor_id,
-                            str(e).splitlines()[0] if str(e) else type(e).__name__)
+                            describe(e))
         if not stop.is_set():
             logging.warning('actor %d: the Reverb server at %s was away; reconnecting',
                             actor_id, address)

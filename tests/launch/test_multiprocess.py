@@ -16,6 +16,10 @@ import pytest
 from launch import launcher
 from replay import connection
 
+# `run.py` as a subprocess and its error lines, as the single-process tests run it.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_run import error_lines, run_cli  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN_PY = os.path.join(ROOT, 'launch', 'run.py')
 
@@ -235,12 +239,10 @@ def test_every_agent_runs_multiprocess(runs, tmp_path, agent_args):
 def test_bad_input_is_one_clear_line_within_30_s(args, message, tmp_path):
     port = launcher.free_port()
     start = time.monotonic()
-    result = subprocess.run([sys.executable, RUN_PY, f'--logdir={tmp_path}/run',
-                             *[a.format(port=port) for a in args]],
-                            capture_output=True, text=True, timeout=60)
+    result = run_cli([a.format(port=port) for a in args], tmp_path, timeout=60)
     assert time.monotonic() - start < 30
     assert result.returncode == 1, result.stderr[-2000:]
-    errors = [l for l in result.stderr.splitlines() if l.startswith('error:')]
+    errors = error_lines(result.stderr)
     assert len(errors) == 1 and message.format(port=port) in errors[0], result.stderr[-2000:]
     assert 'Traceback' not in result.stderr
 
@@ -267,6 +269,5 @@ def test_role_exits_with_one_error_when_the_server_stays_away(role, tmp_path):
     finally:
         replay.kill()
     assert child.returncode == 1, stderr[-2000:]
-    errors = [l for l in stderr.splitlines() if l.startswith('error:')]
-    assert errors == [f'error: the Reverb server at 127.0.0.1:{port} has not answered for 3 s'], \
-        stderr[-2000:]
+    assert error_lines(stderr) == [
+        f'error: the Reverb server at 127.0.0.1:{port} has not answered for 3 s'], stderr[-2000:]

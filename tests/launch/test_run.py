@@ -24,6 +24,11 @@ def run_cli(args, tmp_path, extra_env=None, timeout=120):
         capture_output=True, text=True, timeout=timeout, env=env)
 
 
+def error_lines(stderr: str):
+    """The lines of `stderr` that report an error (`error: ...`)."""
+    return [l for l in stderr.splitlines() if l.startswith('error:')]
+
+
 @pytest.fixture(scope='module')
 def text_env_module(tmp_path_factory):
     """A module registering an environment with a `Text` observation space."""
@@ -57,9 +62,9 @@ def test_bad_input_gives_one_clear_line_and_nonzero_exit(args, message, tmp_path
                                                          text_env_module):
     result = run_cli(args, tmp_path, {'PYTHONPATH': text_env_module})
     assert result.returncode == 1, result.stderr[-2000:]
-    error_lines = [l for l in result.stderr.splitlines() if l.startswith('error:')]
-    assert len(error_lines) == 1, result.stderr[-2000:]
-    assert message in error_lines[0]
+    errors = error_lines(result.stderr)
+    assert len(errors) == 1, result.stderr[-2000:]
+    assert message in errors[0]
     assert 'Traceback' not in result.stderr
 
 
