@@ -17,6 +17,7 @@ import numpy as np
 import reverb
 import tensorflow as tf
 
+from launch.environments import reward_size
 from networks.cores import ActorCriticCore, CoreInputs
 from networks.distributions import ActionSpace
 from networks.numpy_core import NumpyCore
@@ -145,6 +146,7 @@ class Actor:
         self._recent_actions = collections.deque(maxlen=64)  # for histograms
         self._random_steps = random_steps
         self._rng = np.random.default_rng(seed)
+        self._vector_reward = reward_size(envs) > 0
 
     def run(self, stop: Callable[[], bool], flush_timeout_ms: int = 1000,
             max_env_steps: Optional[int] = None) -> None:
@@ -178,19 +180,21 @@ class Actor:
                 action, log_prob = self._action_space.sample_uniform(B, self._rng)
             steps_taken += B
             self._recent_actions.append(action)
-            next_obs, reward, terminated, truncated, _ = self._envs.step(
+            next_obs, reward, terminated, truncated, info = self._envs.step(
                 self._action_space.to_env(action))
-            reward = np.asarray(reward, np.float32)
             real = ~placeholder
             discount = np.where(real & terminated, 0.0, 1.0).astype(np.float32)
             reward = np.where(real, reward, 0.0).astype(np.float32)
             discount = np.where(real, discount, 0.0).astype(np.float32)
+            # Vector rewards (launch.environments): `reward` is their weighted sum.
+            stored_reward = (np.where(real[:, None], info['reward_vector'], 0.0).astype(np.float32)
+                             if self._vector_reward else reward)
             # Counted before the write: a learner that sees the data sees the steps.
             self.stats.add_steps(int(real.sum()))
             written = False
             if self._writer is not None:
                 written = self._writer.append(Step(
-                    observation=obs, action=action, reward=reward, discount=discount,
+                    observation=obs, action=action, reward=stored_reward, discount=discount,
                     first=first, prev_action=prev_action, prev_reward=prev_reward,
                     behaviour_params=params, behaviour_log_prob=log_prob,
                     behaviour_baseline=baseline), state)

@@ -25,13 +25,24 @@ def field_docs(config_class: type) -> Dict[str, str]:
     return docs
 
 
-def _kind(field: dataclasses.Field) -> str:
+def _base_type(field: dataclasses.Field) -> Any:
+    """The field's type without `Optional`."""
     hint = field.type if not isinstance(field.type, str) else eval(field.type, vars(typing))
     args = [a for a in typing.get_args(hint) if a is not type(None)]
-    base = args[0] if args and typing.get_origin(hint) is typing.Union else hint
+    return args[0] if args and typing.get_origin(hint) is typing.Union else hint
+
+
+def _kind(field: dataclasses.Field) -> str:
+    base = _base_type(field)
     if base in (tuple, list) or typing.get_origin(base) in (tuple, list):
         return 'list'
     return {bool: 'bool', int: 'integer', float: 'float', str: 'string'}[base]
+
+
+def _element_type(field: dataclasses.Field) -> type:
+    """A list field's element type: `Tuple[float, ...]` says float; bare `tuple` means int."""
+    args = typing.get_args(_base_type(field))
+    return args[0] if args else int
 
 
 def define_flags(config_classes: Iterable[type], flag_values=flags.FLAGS) -> None:
@@ -62,6 +73,11 @@ def config_from_flags(config_class: type, flag_values=flags.FLAGS) -> Any:
         if value is None:
             continue
         if _kind(field) == 'list':
-            value = tuple(int(v) for v in value)
+            element = _element_type(field)
+            try:
+                value = tuple(element(v) for v in value)
+            except ValueError:
+                raise ValueError(f'--{field.name} takes comma-separated {element.__name__}s, '
+                                 f'got {",".join(value)!r}') from None
         overrides[field.name] = value
     return config_class(**overrides)

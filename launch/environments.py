@@ -4,11 +4,21 @@
 has one (CartPole's steps 16 copies in numpy, ~2-3x faster than a
 `SyncVectorEnv`), and a `SyncVectorEnv` otherwise. Both run in gymnasium's
 default `NEXT_STEP` autoreset mode, which `replay.trajectory` documents.
+
+Vector rewards: an environment whose `step` returns a reward vector `[k]`
+declares it as mo-gymnasium does, with a `reward_space` Box of shape `(k,)` on
+the unwrapped environment. It needs `reward_weights` (k floats, SAC's config):
+its vector env then returns the weighted sum as *the* reward (episode returns,
+evaluation, the core's previous-reward input all use it) and the vector itself
+in `info['reward_vector']` `[B, k]`, which SAC's actors store and its critics
+learn one value per component of.
 """
 
 import importlib
+from typing import Optional, Sequence
 
 import gymnasium as gym
+import numpy as np
 
 from networks.distributions import ActionSpace, UnsupportedSpaceError
 from networks.observations import observation_spec
@@ -32,16 +42,69 @@ def check_env_id(env_id: str) -> None:
         raise EnvironmentSetupError(f'unknown environment {env_id!r}: {e}') from None
 
 
+class VectorRewardSyncVectorEnv(gym.vector.SyncVectorEnv):
+    """A `SyncVectorEnv` of vector-reward environments: the reward it returns is
+    the weighted sum `[B]`, the vector is `info['reward_vector']` `[B, k]`."""
+
+    def __init__(self, env_fns, reward_weights: Sequence[float]):
+        super().__init__(env_fns)
+        self.reward_weights = np.asarray(reward_weights, np.float64)
+        # SyncVectorEnv writes each environment's reward into row i of this buffer
+        # (and 0.0 on autoreset steps), so rows of k components work as they are.
+        self._rewards = np.zeros((self.num_envs, len(self.reward_weights)), np.float64)
+
+    @property
+    def reward_size(self) -> int:
+        return len(self.reward_weights)
+
+    def step(self, actions):
+        obs, rewards, terminated, truncated, info = super().step(actions)
+        info = dict(info, reward_vector=rewards.astype(np.float32))
+        return obs, rewards @ self.reward_weights, terminated, truncated, info
+
+
+def reward_size(envs: gym.vector.VectorEnv) -> int:
+    """k for a vector env of k-component rewards, 0 for scalar rewards."""
+    return getattr(envs, 'reward_size', 0)
+
+
+def _declared_reward_size(env: gym.Env) -> int:
+    space = getattr(env.unwrapped, 'reward_space', None)
+    shape = getattr(space, 'shape', None)
+    return int(shape[0]) if shape and len(shape) == 1 else 0
+
+
 def make_vector_env(env_id: str, num_envs: int, seed: int,
-                    vectorization_mode: str = None) -> gym.vector.VectorEnv:
-    """`num_envs` copies of `env_id`, reset with seeds `seed, seed + 1, ...`."""
+                    vectorization_mode: str = None,
+                    reward_weights: Optional[Sequence[float]] = None) -> gym.vector.VectorEnv:
+    """`num_envs` copies of `env_id`, reset with seeds `seed, seed + 1, ...`.
+
+    `reward_weights`: for an environment with vector rewards (see the module
+    docstring); an error for one without, and a vector-reward one needs them.
+    """
     if num_envs < 1:
         raise EnvironmentSetupError(f'num_envs must be >= 1, got {num_envs}')
     check_env_id(env_id)
     try:
-        envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=vectorization_mode)
+        if reward_weights:
+            # gymnasium's checker warns on every non-scalar reward: these are by design.
+            envs = VectorRewardSyncVectorEnv(
+                [lambda: gym.make(env_id, disable_env_checker=True) for _ in range(num_envs)],
+                reward_weights)
+        else:
+            envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=vectorization_mode)
     except Exception as e:  # gymnasium raises many kinds (missing extras, bad kwargs).
         raise EnvironmentSetupError(f'cannot make environment {env_id!r}: {e}') from None
+    declared = _declared_reward_size(envs.envs[0]) if hasattr(envs, 'envs') else 0
+    if declared != reward_size(envs):
+        envs.close()
+        if not reward_weights:
+            raise EnvironmentSetupError(
+                f'{env_id} has rewards of {declared} components: pass --reward_weights with '
+                f'{declared} numbers (--agent=sac)')
+        raise EnvironmentSetupError(
+            f'--reward_weights has {len(reward_weights)} numbers but {env_id} has '
+            + (f'rewards of {declared} components' if declared else 'scalar rewards'))
     mode = envs.metadata.get('autoreset_mode', gym.vector.AutoresetMode.NEXT_STEP)
     if mode != gym.vector.AutoresetMode.NEXT_STEP:
         raise EnvironmentSetupError(f'{env_id}: vector env autoreset mode {mode} is not NEXT_STEP')

@@ -1,6 +1,6 @@
 """Evaluation: run whole episodes with a policy, no learning, no writing."""
 
-from typing import Tuple
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -12,13 +12,15 @@ from networks.observations import numpy_caster
 
 
 def evaluate(core: ActorCriticCore, action_space: ActionSpace, env_id: str, episodes: int,
-             seed: int, deterministic: bool = True, max_steps: int = 1_000_000
+             seed: int, deterministic: bool = True, max_steps: int = 1_000_000,
+             reward_weights: Optional[Sequence[float]] = None
              ) -> Tuple[float, float, np.ndarray]:
     """Runs `episodes` episodes in parallel (one per environment, seeds `seed + i`).
 
-    Returns (mean return, std return, all returns).
+    Returns (mean return, std return, all returns); vector rewards count by
+    `reward_weights` (see `launch.environments`).
     """
-    envs = environments.make_vector_env(env_id, episodes, seed)
+    envs = environments.make_vector_env(env_id, episodes, seed, reward_weights=reward_weights)
     policy = Policy(core, action_space, seed, deterministic)
     cast = numpy_caster(envs.single_observation_space)
     try:

@@ -186,7 +186,8 @@ def restore_core(logdir: str, checkpoint_path: str = None):
     agent = registry.get(run['agent'])
     config = agent.config_class(**{k: tuple(v) if isinstance(v, list) else v
                                    for k, v in run['config'].items()})
-    envs = environments.make_vector_env(run['env'], 1, 0)
+    envs = environments.make_vector_env(run['env'], 1, 0,
+                                        reward_weights=registry.reward_weights(config))
     action_space = environments.check_spaces(run['env'], envs, agent.squash_actions)
     obs_space = envs.single_observation_space
     envs.close()

@@ -7,7 +7,7 @@ then `replay_ratio` replayed ones).
 """
 
 import dataclasses
-from typing import Any, Callable, Dict, Iterator, List, Optional
+from typing import Any, Callable, Dict, Iterator, List, Optional, Tuple
 
 import numpy as np
 import reverb
@@ -161,6 +161,11 @@ AGENTS: Dict[str, AgentDefinition] = {
         run_defaults={'num_envs': 8, 'num_steps': 10_000, 'eval_episodes': 10,
                       'publish_period': 16}),
 }
+
+
+def reward_weights(config: Any) -> Optional[Tuple[float, ...]]:
+    """The config's weights of a vector reward (SAC's `reward_weights`), or None."""
+    return getattr(config, 'reward_weights', None)
 
 
 class UnknownAgentError(ValueError):

@@ -78,7 +78,7 @@ def describe(error: Exception) -> str:
 
 
 def _setup(options: training.RunOptions, config: Any, num_envs: int = 1):
-    envs = environments.make_vector_env(options.env, num_envs, options.seed)
+    envs = training.make_envs(options, config, num_envs, options.seed)
     return envs, training.make_setup(options, config, envs)
 
 
@@ -220,7 +220,7 @@ def run_actor(options: training.RunOptions, config: Any, address: str, actor_id:
     actors (nor the evaluation, at `seed + 10000`) share episodes.
     """
     seed = options.seed + 1000 * (actor_id + 1)
-    envs = environments.make_vector_env(options.env, options.num_envs, seed)
+    envs = training.make_envs(options, config, options.num_envs, seed)
     setup = training.make_setup(options, config, envs)
     client = connection.wait_for_server(address, connect_timeout_s)
     _check_signature(client, setup, address)

@@ -160,6 +160,13 @@ class RunSetup:
         return self.agent.sequence_period(self.config) * self.sequences_per_item
 
 
+def make_envs(options: RunOptions, config: Any, num_envs: int,
+              seed: int) -> gym.vector.VectorEnv:
+    """The run's vector env (`options.env`), weighting vector rewards as the config says."""
+    return environments.make_vector_env(options.env, num_envs, seed,
+                                        reward_weights=registry.reward_weights(config))
+
+
 def make_setup(options: RunOptions, config: Any, envs: gym.vector.VectorEnv) -> RunSetup:
     """The run's setup; `envs` (any number of the run's environments) gives the spaces."""
     agent = registry.get(options.agent)
@@ -168,7 +175,7 @@ def make_setup(options: RunOptions, config: Any, envs: gym.vector.VectorEnv) -> 
     obs_spec = observation_spec(obs_space)
     core = agent.build_core(obs_space, action_space, config)
     step_spec = trajectory.step_spec(obs_spec, action_space.action_specs(),
-                                     action_space.param_specs())
+                                     action_space.param_specs(), environments.reward_size(envs))
     core_state_spec = state_spec(core)
     signature = item_signature(agent, config, step_spec, core_state_spec, options.num_envs)
     return RunSetup(options, config, agent, obs_space, action_space, step_spec, core_state_spec,
@@ -389,7 +396,7 @@ class LearnerRun:
                      self.learner_steps, self.total_env_steps(), options.eval_episodes)
         eval_mean, eval_std, _ = evaluation.evaluate(
             self.core, self.setup.action_space, options.env, options.eval_episodes,
-            seed=options.seed + 10_000)
+            seed=options.seed + 10_000, reward_weights=registry.reward_weights(self.setup.config))
         mean_return, _, _ = stats.recent(20)
         logging.info('evaluation: %.1f +- %.1f; exporting the policy', eval_mean, eval_std)
         saved_model = _export(self.core, self.setup.action_space, self.setup.observation_space,
@@ -424,7 +431,7 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
     tf.random.set_seed(options.seed)
     np.random.seed(options.seed)
 
-    envs = environments.make_vector_env(options.env, options.num_envs, options.seed)
+    envs = make_envs(options, config, options.num_envs, options.seed)
     setup = make_setup(options, config, envs)
     run = LearnerRun(setup)
     server = reverb.Server(make_server_tables(setup))

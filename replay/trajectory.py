@@ -35,7 +35,7 @@ class Step(NamedTuple):
     """One time step of one environment. Leading dims: none, `[B]` or `[T, B]`."""
     observation: Any  # nest of [*obs_shape]
     action: Tuple[Any, ...]  # per action leaf: [] int32 or [d] float32
-    reward: Any  # [] float32
+    reward: Any  # [] float32, or [k] for k-component rewards (SAC's reward_weights)
     discount: Any  # [] float32: 0 where the action terminated the episode
     first: Any  # [] bool: a new episode starts at this step
     prev_action: Tuple[Any, ...]  # per action leaf, the action before this step
@@ -52,13 +52,14 @@ class Sequence(NamedTuple):
 
 
 def step_spec(observation_spec: Any, action_specs: Tuple[tf.TensorSpec, ...],
-              param_specs: Tuple[tf.TensorSpec, ...]) -> Step:
-    """The `Step` of `tf.TensorSpec`s (no leading dims)."""
+              param_specs: Tuple[tf.TensorSpec, ...], reward_size: int = 0) -> Step:
+    """The `Step` of `tf.TensorSpec`s (no leading dims); `reward_size` k > 0
+    stores rewards of k components (`prev_reward` stays their weighted sum)."""
     scalar = tf.TensorSpec([], tf.float32)
     return Step(
         observation=observation_spec,
         action=tuple(action_specs),
-        reward=scalar,
+        reward=tf.TensorSpec([reward_size], tf.float32) if reward_size else scalar,
         discount=scalar,
         first=tf.TensorSpec([], tf.bool),
         prev_action=tuple(action_specs),
@@ -80,8 +81,8 @@ def sequence_signature(step: Step, core_state_spec: Any, sequence_length: int,
 
 
 def envs_per_item(signature: Sequence) -> int:
-    """E of a grouped signature (`reward` is `[L, E]`), 0 for one environment per item."""
-    shape = signature.steps.reward.shape
+    """E of a grouped signature (`discount` is `[L, E]`), 0 for one environment per item."""
+    shape = signature.steps.discount.shape
     return int(shape[1]) if shape.rank == 2 else 0
 
 

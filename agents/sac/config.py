@@ -9,7 +9,7 @@ entropy = `discrete_target_entropy_scale * log(n)` per branch).
 
 import dataclasses
 import math
-from typing import Any, Optional
+from typing import Any, Optional, Tuple
 
 from agents.clear.config import check_schedule
 
@@ -29,6 +29,7 @@ class SACConfig:
     discounting: float = 0.99  # gamma
     reward_scaling: float = 1.0  # rewards are multiplied by this
     use_entropy_reward: bool = True  # add -alpha log pi of the next step to the TD target
+    reward_weights: Optional[Tuple[float, ...]] = None  # k floats: learn k reward components, act on their weighted sum
     # Critics.
     num_critic_replicas: int = 2  # Q networks; targets use the minimum over them
     critic_hidden_sizes: tuple = (256, 256)  # each critic's MLP over [observation, continuous action]
@@ -85,6 +86,8 @@ class SACConfig:
             (0.0 <= self.discounting <= 1.0, f'discounting must be in [0, 1], got {self.discounting}'),
             (self.init_entcoef is None or self.init_entcoef > 0,
              f'init_entcoef must be positive, got {self.init_entcoef}'),
+            (self.reward_weights is None or len(self.reward_weights) >= 1,
+             'reward_weights must hold at least one number'),
             (self.replay_size >= self.learning_starts,
              f'replay_size ({self.replay_size}) must hold learning_starts ({self.learning_starts})'),
         ]

@@ -23,6 +23,13 @@ from, each with an n-step target over the steps after it (see
 observation (a placeholder, see `replay.trajectory`) are masked out of the
 critic loss.
 
+Vector rewards (`reward_weights`, k components, as in ALF): the critics
+output one value per component (per discrete action), each learned with its
+own TD target; targets and the actor take the minimum over replicas
+component by component, and the actor maximises the weighted sum. The
+entropy bonus enters every component's target, so with weights that sum to 1
+the weighted critic is the soft Q of the weighted reward.
+
 Recurrent SAC (`lstm_size > 0`, for partially observed tasks): the actor's
 LSTM output is also an input of the critics (held constant for them), so the
 critics see the history the actor remembers; the LSTM learns from the actor's
@@ -74,7 +81,11 @@ class SACLearner(LearnerBase):
         self.log_alpha = tf.Variable(tf.fill([len(targets)], config.initial_alpha_log),
                                      name='log_alpha')
 
-        num_outputs = sum(self._branch_sizes) if self._discrete else 1
+        self._num_outputs = sum(self._branch_sizes) if self._discrete else 1
+        self._reward_weights = (tf.constant(config.reward_weights, tf.float32)
+                                if config.reward_weights else None)
+        self._reward_size = len(config.reward_weights) if config.reward_weights else 1
+        num_outputs = self._num_outputs * self._reward_size
         observation_space = core.observation_space
 
         def critics(name):
@@ -134,6 +145,20 @@ class SACLearner(LearnerBase):
         branch_log_probs = [tf.nn.log_softmax(params[i]) for i in self._discrete]
         return action, log_prob, branch_log_probs
 
+    def _components(self, q: tf.Tensor) -> tf.Tensor:
+        """Critic outputs `[..., outputs * k]` -> `[k, ..., outputs]` (k = 1: scalar rewards)."""
+        k = self._reward_size
+        q = tf.reshape(q, tf.concat([tf.shape(q)[:-1], [self._num_outputs, k]], 0))
+        rank = len(q.shape)
+        return tf.transpose(q, [rank - 1] + list(range(rank - 1)))
+
+    def _weighted(self, q: tf.Tensor) -> tf.Tensor:
+        """Critic outputs `[..., outputs * k]` -> the weighted sum of components `[..., outputs]`."""
+        if self._reward_weights is None:
+            return q
+        q = tf.reshape(q, tf.concat([tf.shape(q)[:-1], [self._num_outputs, self._reward_size]], 0))
+        return tf.reduce_sum(q * self._reward_weights, -1)
+
     def _branches(self, q: tf.Tensor) -> List[tf.Tensor]:
         return tf.split(q, self._branch_sizes, axis=-1)
 
@@ -144,22 +169,25 @@ class SACLearner(LearnerBase):
 
     def _soft_value(self, q_min: tf.Tensor, log_prob: Optional[tf.Tensor], branch_log_probs,
                     alphas: List[tf.Tensor], entropy: bool) -> tf.Tensor:
-        """V(s) `[N]` from min-over-replicas Q `[N, outputs]` at the policy's continuous action."""
+        """V(s) `[..., N]` from min-over-replicas Q `[..., N, outputs]` at the policy's
+        continuous action (leading dims: reward components)."""
         alpha_c, alpha_d = self._split_alphas(alphas)
         if self._discrete:
             value = losses.discrete_soft_value(self._branches(q_min), branch_log_probs,
                                                alpha_d, entropy)
         else:
-            value = q_min[:, 0]
+            value = q_min[..., 0]
         if self._continuous and entropy:
             value -= alpha_c * log_prob
         return value
 
     def _q_taken(self, q: tf.Tensor, action: Tuple[tf.Tensor, ...]) -> tf.Tensor:
-        """`[R, N, outputs]` -> `[R, N]` at the taken discrete actions (branch mean)."""
+        """`[..., N, outputs]` -> `[..., N]` at the taken discrete actions (branch mean)."""
         if not self._discrete:
             return q[..., 0]
-        taken = [tf.gather(qb, tf.broadcast_to(action[i][None], tf.shape(qb)[:2]), batch_dims=2)
+        batch_dims = len(q.shape) - 1
+        taken = [tf.gather(qb, tf.broadcast_to(action[i], tf.shape(qb)[:-1]),
+                           batch_dims=batch_dims)
                  for qb, i in zip(self._branches(q), self._discrete)]
         return tf.add_n(taken) / len(taken)
 
@@ -191,7 +219,8 @@ class SACLearner(LearnerBase):
 
     def critic_targets(self, steps, alphas: List[tf.Tensor], next_params=None,
                        next_memory=None) -> tf.Tensor:
-        """TD targets `[T, B]` of the `T` learned transitions of `[T + n, B]` steps.
+        """TD targets `[T, B]` (`[T, B, k]` with `reward_weights`) of the `T` learned
+        transitions of `[T + n, B]` steps.
 
         V(s') = min over the target critics at the policy's action at s' (exact
         expectation for discrete branches), minus alpha log pi when
@@ -211,15 +240,21 @@ class SACLearner(LearnerBase):
         q = self.target_critics(self.core.normalize_observation(
             tf.nest.map_structure(_merge, observation)), action,
             None if next_memory is None else _merge(next_memory))
-        values = tf.reshape(self._soft_value(tf.reduce_min(q, 0), log_prob, branch_log_probs,
-                                             alphas, config.use_entropy_reward), [T + n - 1, -1])
-        # The n-step window of each learned transition t, side by side on the batch axis.
+        values = self._soft_value(self._components(tf.reduce_min(q, 0)), log_prob,
+                                  branch_log_probs, alphas, config.use_entropy_reward)  # [k, N']
+        values = tf.reshape(tf.transpose(values), [T + n - 1, -1, self._reward_size])
+        reward = steps.reward if self._reward_weights is not None else steps.reward[..., None]
+
+        # The n-step window of each learned transition t, side by side on the batch
+        # axis; a trailing axis of 1 lets discounts and episode starts broadcast over
+        # reward components.
         def windows(x, length):
             return tf.concat([x[t:t + length] for t in range(T)], axis=1)
         targets = losses.n_step_targets(
-            windows(steps.reward * config.reward_scaling, n), windows(steps.discount, n),
-            windows(steps.first, n + 1), windows(values, n), config.discounting)
-        return tf.reshape(targets, [T, -1])
+            windows(reward * config.reward_scaling, n), windows(steps.discount[..., None], n),
+            windows(steps.first[..., None], n + 1), windows(values, n), config.discounting)
+        targets = tf.reshape(targets, [T, -1, self._reward_size])
+        return targets if self._reward_weights is not None else targets[..., 0]
 
     @tf.function(autograph=False)
     def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
@@ -256,7 +291,8 @@ class SACLearner(LearnerBase):
                 # Per-row dQ/da clipped at dqda_clipping (the loss is a mean over rows).
                 critic_action = losses.clip_gradient(
                     action, config.dqda_clipping / tf.cast(tf.shape(mask)[0], tf.float32))
-            q_policy = tf.reduce_min(self.critics(critic_observation, critic_action, memory), 0)
+            q_policy = self._weighted(
+                tf.reduce_min(self.critics(critic_observation, critic_action, memory), 0))
             alpha_c, alpha_d = self._split_alphas(alpha_list)
             actor_rows = 0.0
             if self._discrete:
@@ -278,11 +314,13 @@ class SACLearner(LearnerBase):
             actor_and_alpha_loss = actor_loss + alpha_loss
 
         # Constants for the critic loss (outside the tapes).
-        targets = _merge(self.critic_targets(steps, alpha_list, next_params, next_memory))
+        targets = tf.reshape(self.critic_targets(steps, alpha_list, next_params, next_memory),
+                             [-1, self._reward_size])  # [T * B, k]
 
         with tf.GradientTape() as critic_tape:
             q = self.critics(critic_observation, self._continuous_part(learned.action), memory)
-            q_taken = self._q_taken(q, learned.action)  # [R, T * B]
+            q_taken = self._q_taken(self._components(q), learned.action)  # [k, R, T * B]
+            q_taken = tf.transpose(q_taken, [1, 2, 0])  # [R, T * B, k]
             critic_losses = losses.critic_loss(q_taken, targets, mask)  # [R]
             critic_loss = tf.reduce_sum(critic_losses)
 

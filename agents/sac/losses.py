@@ -17,17 +17,18 @@ def n_step_targets(rewards: tf.Tensor, discounts: tf.Tensor, first: tf.Tensor,
     """TD targets of the first transition of each sequence.
 
     Args:
-      rewards: `[n, N]` rewards of steps 0..n-1.
+      rewards: `[n, N]` rewards of steps 0..n-1 (or `[n, N, k]`: k components).
       discounts: `[n, N]` 0 where the episode terminated at that step (a
-        time-limit truncation keeps 1 and bootstraps).
+        time-limit truncation keeps 1 and bootstraps); `[n, N, 1]` with components.
       first: `[n + 1, N]` bool, steps 0..n; `first[k]` means step k-1 held an
         episode's final observation (the trajectory's placeholder step), so
-        step k-2's transition bootstraps from step k-1's observation.
-      next_values: `[n, N]` soft values V(s_k) of steps k = 1..n.
+        step k-2's transition bootstraps from step k-1's observation; `[n + 1, N, 1]`
+        with components.
+      next_values: `[n, N]` (or `[n, N, k]`) soft values V(s_k) of steps k = 1..n.
       discounting: gamma.
     Returns:
-      `[N]`: r_0 + gamma d_0 (r_1 + ...) up to the first episode end or step n,
-      bootstrapped there with the stored value.
+      `[N]` (or `[N, k]`): r_0 + gamma d_0 (r_1 + ...) up to the first episode end
+      or step n, bootstrapped there with the stored value.
     """
     n = int(rewards.shape[0])
     target = next_values[n - 1]
@@ -37,7 +38,7 @@ def n_step_targets(rewards: tf.Tensor, discounts: tf.Tensor, first: tf.Tensor,
             # Step k+1 is a placeholder (its successor starts an episode): it holds
             # the final observation, whose value is the bootstrap; nothing after it
             # belongs to this episode.
-            target = tf.where(first[k + 2], bootstrap, target)
+            target = tf.where(tf.broadcast_to(first[k + 2], tf.shape(target)), bootstrap, target)
         else:
             target = bootstrap
         target = rewards[k] + discounting * discounts[k] * target
@@ -62,10 +63,15 @@ def critic_loss(q_taken: tf.Tensor, targets: tf.Tensor, mask: tf.Tensor) -> tf.T
     """Per replica 0.5 * mean (Q_r - y)^2 over valid rows.
 
     q_taken `[R, N]`, targets `[N]` (not differentiated), mask `[N]` -> `[R]`.
+    With reward components, q_taken `[R, N, k]` and targets `[N, k]`: the
+    squared errors of a row's components add up.
     """
     error = q_taken - tf.stop_gradient(targets)[None]
+    squared = tf.square(error)
+    if len(squared.shape) == 3:
+        squared = tf.reduce_sum(squared, -1)
     count = tf.maximum(tf.reduce_sum(mask), 1.0)
-    return 0.5 * tf.reduce_sum(tf.square(error) * mask[None], -1) / count
+    return 0.5 * tf.reduce_sum(squared * mask[None], -1) / count
 
 
 def continuous_actor_loss(q_values: tf.Tensor, log_prob: tf.Tensor,

@@ -35,16 +35,17 @@ def make_learner(space, **overrides):
     return SACLearner(core, action_space, config), action_space
 
 
-def make_batch(action_space, n=1, seed=0):
+def make_batch(action_space, n=1, seed=0, reward_size=0):
     rng = np.random.default_rng(seed)
     spec = trajectory.step_spec(observation_spec(OBS_SPACE), action_space.action_specs(),
-                                action_space.param_specs())
+                                action_space.param_specs(), reward_size)
     steps = trajectory.zeros(spec, (n + 1, B))
     actions, _ = action_space.sample_uniform((n + 1) * B, rng)
     steps = steps._replace(
         observation=rng.uniform(-1, 1, (n + 1, B, 3)).astype(np.float32),
         action=tuple(a.reshape((n + 1, B) + a.shape[1:]) for a in actions),
-        reward=rng.normal(size=(n + 1, B)).astype(np.float32),
+        reward=rng.normal(size=(n + 1, B) + ((reward_size,) if reward_size else ())
+                          ).astype(np.float32),
         discount=(rng.uniform(size=(n + 1, B)) > 0.3).astype(np.float32),
         first=np.zeros((n + 1, B), bool))
     return Batch(trajectory.Sequence(steps, ()), tf.constant([True] * B))
@@ -134,6 +135,60 @@ def test_discrete_critic_targets_match_numpy(entropy):
     expected = 2.0 * steps.reward[0] + 0.9 * steps.discount[0] * value
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
     assert got[0] == pytest.approx(2.0 * steps.reward[0, 0])
+
+
+@pytest.mark.parametrize('reward_weights', [None, (0.5, 2.0)])
+def test_continuous_critic_targets_match_numpy(reward_weights):
+    """Row by row: r + gamma d (min over target critics at a' ~ pi(s') - alpha log pi(a'|s')),
+    with the same random draw for a' (the global seed is reset before each)."""
+    k = len(reward_weights) if reward_weights else 0
+    learner, space = make_learner(SPACES['continuous'], discounting=0.9,
+                                  reward_weights=reward_weights)
+    steps = make_batch(space, seed=6, reward_size=k).sequence.steps
+    steps.discount[0, 0] = 0.0
+    tf.random.set_seed(11)
+    got = learner.critic_targets(steps, [tf.constant(0.4)]).numpy()[0]
+
+    tf.random.set_seed(11)
+    out, _ = learner.core.unroll(CoreInputs(
+        steps.observation[1:], tuple(a[1:] for a in steps.prev_action),
+        steps.prev_reward[1:], steps.first[1:]), ())
+    action, log_prob, _ = learner._policy((out.policy_params[0][0],))
+    q = learner.target_critics(steps.observation[1], action).numpy()  # [R, B, max(k, 1)]
+    value = q.min(0) - 0.4 * log_prob.numpy()[:, None]
+    reward = steps.reward[0] if k else steps.reward[0][:, None]
+    expected = reward + 0.9 * steps.discount[0][:, None] * value
+    np.testing.assert_allclose(got, expected if k else expected[:, 0], rtol=1e-4, atol=1e-5)
+
+
+def test_vector_reward_targets_are_per_component_and_the_step_learns():
+    """With reward_weights the critics output a value per component and discrete
+    action; each component's target is its own reward plus the discounted
+    min-over-replicas soft value of that component (entropy bonus included)."""
+    learner, space = make_learner(SPACES['multi_discrete'], reward_weights=(0.25, 0.75),
+                                  discounting=0.9)
+    learner.log_alpha.assign([np.log(0.3), np.log(0.7)])
+    batch = make_batch(space, seed=4, reward_size=2)
+    steps = batch.sequence.steps
+    steps.discount[0, 0] = 0.0
+    got = learner.critic_targets(steps, [tf.constant(0.3), tf.constant(0.7)]).numpy()[0]
+    assert got.shape == (B, 2)
+
+    out, _ = learner.core.unroll(CoreInputs(
+        steps.observation[1:], tuple(a[1:] for a in steps.prev_action),
+        steps.prev_reward[1:], steps.first[1:]), ())
+    logits = [p.numpy()[0] for p in out.policy_params]
+    q = learner.target_critics(steps.observation[1], np.zeros([B, 0], np.float32)).numpy()
+    q_min = q.reshape(q.shape[:2] + (6, 2)).min(0)  # [B, actions, components]
+    for c in range(2):
+        value = np.zeros(B)
+        for qb, lb, alpha in zip([q_min[:, :2, c], q_min[:, 2:, c]], logits, [0.3, 0.7]):
+            lp = _np_log_softmax(lb)
+            value += (np.exp(lp) * (qb - alpha * lp)).sum(-1) / 2
+        expected = steps.reward[0, :, c] + 0.9 * steps.discount[0] * value
+        np.testing.assert_allclose(got[:, c], expected, rtol=1e-4, atol=1e-5)
+    metrics = learner.step(batch)
+    assert all(np.isfinite(float(v.numpy())) for v in metrics.values())
 
 
 def test_learner_needs_a_squashed_action_space():

@@ -39,6 +39,21 @@ def test_n_step_targets_match_reference(n):
                                                               next_values, 0.9), rtol=1e-5)
 
 
+def test_n_step_targets_of_reward_components_are_per_component_targets():
+    rng = np.random.default_rng(7)
+    n, batch, k = 3, 32, 2
+    rewards = rng.normal(size=(n, batch, k)).astype(np.float32)
+    discounts = (rng.uniform(size=(n, batch)) > 0.2).astype(np.float32)
+    first = rng.uniform(size=(n + 1, batch)) < 0.25
+    next_values = rng.normal(size=(n, batch, k)).astype(np.float32)
+    got = losses.n_step_targets(tf.constant(rewards), tf.constant(discounts[..., None]),
+                                tf.constant(first[..., None]), tf.constant(next_values), 0.9)
+    assert got.shape == (batch, k)
+    for c in range(k):
+        np.testing.assert_allclose(got.numpy()[:, c], _reference_n_step(
+            rewards[..., c], discounts, first, next_values[..., c], 0.9), rtol=1e-5)
+
+
 def _soft_value_continuous(q_next, log_prob, alpha, entropy):
     """Min over replicas, minus the entropy term when it is in the reward."""
     value = q_next.min(axis=0)
@@ -118,6 +133,14 @@ def test_critic_loss_is_half_squared_error_per_replica_over_valid_rows():
     mask = np.array([1.0, 1.0, 0.0], np.float32)
     got = losses.critic_loss(tf.constant(q), tf.constant(targets), tf.constant(mask)).numpy()
     np.testing.assert_allclose(got, [0.5 * (1.0 + 0.0) / 2, 0.5 * (4.0 + 4.0) / 2])
+
+
+def test_critic_loss_adds_the_squared_errors_of_reward_components():
+    q = np.array([[[1.0, 0.0], [2.0, 2.0]]], np.float32)  # [R = 1, N = 2, k = 2]
+    targets = np.array([[2.0, 3.0], [2.0, 0.0]], np.float32)
+    mask = np.array([1.0, 1.0], np.float32)
+    got = losses.critic_loss(tf.constant(q), tf.constant(targets), tf.constant(mask)).numpy()
+    np.testing.assert_allclose(got, [0.5 * ((1.0 + 9.0) + (0.0 + 4.0)) / 2])
 
 
 @pytest.mark.parametrize('entropy,rises', [(0.1, True), (3.0, False)])

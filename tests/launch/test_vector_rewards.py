@@ -1,0 +1,119 @@
+"""Vector rewards (SAC's `reward_weights`): the vector env, the stored
+trajectories, the errors, and a task whose weighting decides what is learned."""
+
+import os
+import sys
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import reverb
+
+from agents.sac.config import SACConfig
+from launch import environments, training
+from replay import dataset, tables
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_run import error_lines, run_cli  # noqa: E402
+
+EPISODE_LENGTH = 10
+
+
+class TwoGoals(gym.Env):
+    """Reward components (-(a - 0.8)^2, -(a + 0.8)^2) for an action a in [-1, 1].
+
+    Ten steps per episode, a constant observation. Weights (1, 0) make a = 0.8
+    best (return 0) and a = -0.8 worst (-25.6); weights (0, 1) the reverse.
+    """
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    reward_space = gym.spaces.Box(-np.inf, 0.0, (2,), np.float32)  # mo-gymnasium's convention
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self._t = 0
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action):
+        a = float(np.asarray(action).ravel()[0])
+        self._t += 1
+        reward = np.array([-(a - 0.8) ** 2, -(a + 0.8) ** 2], np.float32)
+        return np.zeros(1, np.float32), reward, False, self._t >= EPISODE_LENGTH, {}
+
+
+gym.register(id='TwoGoals-v0', entry_point=TwoGoals)
+
+
+def test_vector_env_returns_the_weighted_reward_and_the_vector():
+    envs = environments.make_vector_env('TwoGoals-v0', 3, 0, reward_weights=(0.25, 0.75))
+    envs.reset(seed=0)
+    _, reward, _, _, info = envs.step(np.array([[0.8], [-0.8], [0.0]], np.float32))
+    assert environments.reward_size(envs) == 2
+    np.testing.assert_allclose(info['reward_vector'],
+                               [[0.0, -2.56], [-2.56, 0.0], [-0.64, -0.64]], atol=1e-6)
+    np.testing.assert_allclose(reward, [0.75 * -2.56, 0.25 * -2.56, -0.64], atol=1e-6)
+    envs.close()
+
+
+@pytest.mark.parametrize('env_id,weights,message', [
+    ('TwoGoals-v0', None, 'has rewards of 2 components: pass --reward_weights with 2 numbers'),
+    ('TwoGoals-v0', (1.0, 0.0, 0.0), '--reward_weights has 3 numbers but TwoGoals-v0 has rewards of 2'),
+    ('Pendulum-v1', (1.0, 0.0), 'but Pendulum-v1 has scalar rewards'),
+])
+def test_mismatched_reward_weights_are_one_clear_error(env_id, weights, message):
+    with pytest.raises(environments.EnvironmentSetupError, match=message):
+        environments.make_vector_env(env_id, 2, 0, reward_weights=weights)
+
+
+def test_actor_stores_reward_vectors_in_replay(tmp_path):
+    options = training.RunOptions(agent='sac', env='TwoGoals-v0', num_envs=4, num_steps=100,
+                                  seed=0, logdir=str(tmp_path))
+    config = SACConfig(hidden_sizes=(8,), critic_hidden_sizes=(8,), reward_weights=(1.0, 0.0),
+                       learning_starts=16)
+    envs = training.make_envs(options, config, options.num_envs, 0)
+    setup = training.make_setup(options, config, envs)
+    assert setup.signature.steps.reward.shape == (2, 4, 2)  # [n + 1, envs, components]
+    server = reverb.Server(training.make_server_tables(setup))
+    client = reverb.Client(f'localhost:{server.port}')
+    try:
+        actor = training.make_actor(setup, client, envs, 0, training.EpisodeStats())
+        actor._fetcher = None  # no learner publishes here
+        deadline = time.monotonic() + 60  # a bug here fails the test instead of hanging
+        actor.run(lambda: time.monotonic() > deadline, max_env_steps=20)  # 5 items; 8 fit
+        sample = next(iter(dataset.table_dataset(f'localhost:{server.port}', tables.REPLAY,
+                                                 setup.signature, 1)))
+        reward = sample.steps.reward.numpy()[0]  # [n + 1, envs, components]
+        assert reward.shape == (2, 4, 2)
+        prev_reward = sample.steps.prev_reward.numpy()[0]
+        # Uniform random warm-up actions: both components are at most 0 and
+        # prev_reward (the core's input) is the first component, the weighted sum.
+        assert (reward <= 0).all() and (reward < 0).any()
+        np.testing.assert_allclose(prev_reward[1], reward[0, :, 0], rtol=1e-6)
+    finally:
+        server.stop()
+        envs.close()
+
+
+@pytest.mark.parametrize('weights,goal', [((1.0, 0.0), 0.8), ((0.0, 1.0), -0.8)])
+def test_weights_decide_what_sac_learns(tmp_path, weights, goal):
+    options = training.RunOptions(agent='sac', env='TwoGoals-v0', num_envs=8, num_steps=1500,
+                                  seed=0, logdir=str(tmp_path), eval_episodes=4,
+                                  log_interval_s=1000.0)
+    config = SACConfig(hidden_sizes=(32, 32), critic_hidden_sizes=(32, 32),
+                       reward_weights=weights)
+    summary = training.train(options, config)
+    # The weighted return of a deterministic policy: 0 at the goal, -9.7 for
+    # uniform random actions, -25.6 at the other goal.
+    assert summary['eval_return_mean'] > -1.0, summary
+
+
+def test_cli_rejects_reward_weights_that_do_not_fit(tmp_path):
+    for value, message in [('1,2', 'Pendulum-v1 has scalar rewards'),
+                           ('1,x', '--reward_weights takes comma-separated floats')]:
+        result = run_cli(['--agent=sac', '--env=Pendulum-v1', f'--reward_weights={value}'],
+                         tmp_path)
+        assert result.returncode == 1
+        lines = error_lines(result.stderr)
+        assert len(lines) == 1 and message in lines[0], result.stderr[-2000:]
