@@ -40,6 +40,7 @@ class SACConfig:
     lstm_size: int = 0  # actor LSTM units; > 0 makes SAC recurrent (partially observed tasks)
     burn_in: int = 0  # steps that warm up the stored core state before the learned ones (R2D2)
     unroll_length: int = 1  # transitions learned per stored sequence (recurrent: e.g. 8)
+    memory_learns_from_critics: bool = True  # recurrent: the critics' TD loss also trains the actor's LSTM and torso
     torso: str = 'auto'  # 'auto', 'mlp', 'nature_cnn' or 'impala_resnet'
     dqda_clipping: Optional[float] = None  # clip each element of dQ/da in the actor loss; None: off
     normalize: bool = False  # standardise vector observations with running statistics (ML-Agents)

@@ -31,10 +31,14 @@ entropy bonus enters every component's target, so with weights that sum to 1
 the weighted critic is the soft Q of the weighted reward.
 
 Recurrent SAC (`lstm_size > 0`, for partially observed tasks): the actor's
-LSTM output is also an input of the critics (held constant for them), so the
-critics see the history the actor remembers; the LSTM learns from the actor's
-loss only. Feed-forward SAC (the default) stores length-`n + 1` sequences,
-one starting at every step.
+LSTM output ("memory") is also an input of the critics, so the critics see
+the history the actor remembers. The actor loss treats it as a constant input
+of Q; the critics' TD loss trains the LSTM and torso through it
+(`memory_learns_from_critics`, default on), so the memory learns to carry
+what predicts returns. Trained by the actor loss alone it did not: on
+Pendulum without its velocity it stayed at random-policy returns for 30k
+steps (README). Feed-forward SAC (the default) stores length-`n + 1`
+sequences, one starting at every step.
 """
 
 from typing import Dict, List, Optional, Tuple
@@ -153,10 +157,11 @@ class SACLearner(LearnerBase):
         return tf.transpose(q, [rank - 1] + list(range(rank - 1)))
 
     def _weighted(self, q: tf.Tensor) -> tf.Tensor:
-        """Critic outputs `[..., outputs * k]` -> the weighted sum of components `[..., outputs]`."""
+        """Critic outputs `[..., outputs * k]` -> their weighted sum `[..., outputs]`."""
         if self._reward_weights is None:
             return q
-        q = tf.reshape(q, tf.concat([tf.shape(q)[:-1], [self._num_outputs, self._reward_size]], 0))
+        shape = tf.concat([tf.shape(q)[:-1], [self._num_outputs, self._reward_size]], 0)
+        q = tf.reshape(q, shape)
         return tf.reduce_sum(q * self._reward_weights, -1)
 
     def _branches(self, q: tf.Tensor) -> List[tf.Tensor]:
@@ -280,45 +285,53 @@ class SACLearner(LearnerBase):
         # The critics see what the actor's torso sees.
         critic_observation = self.core.normalize_observation(learned.observation)
 
-        with tf.GradientTape() as actor_tape:
-            params, memory, next_params, next_memory = self._actor_outputs(inputs, core_state)
-            params = tuple(_merge(p) for p in params)
-            memory = None if memory is None else tf.stop_gradient(_merge(memory))
-            action, log_prob, branch_log_probs = self._policy(params)
-
-            critic_action = action
-            if config.dqda_clipping:
-                # Per-row dQ/da clipped at dqda_clipping (the loss is a mean over rows).
-                critic_action = losses.clip_gradient(
-                    action, config.dqda_clipping / tf.cast(tf.shape(mask)[0], tf.float32))
-            q_policy = self._weighted(
-                tf.reduce_min(self.critics(critic_observation, critic_action, memory), 0))
-            alpha_c, alpha_d = self._split_alphas(alpha_list)
-            actor_rows = 0.0
-            if self._discrete:
-                actor_rows = losses.discrete_actor_loss(self._branches(q_policy),
-                                                        branch_log_probs, alpha_d)
-            if self._continuous:
-                # Mixed actions: Q already entered through the discrete expectation.
-                q_c = 0.0 if self._discrete else q_policy[:, 0]
-                actor_rows += losses.continuous_actor_loss(q_c, log_prob, alpha_c)
-            actor_loss = tf.reduce_mean(actor_rows)
-
-            entropies = ([-log_prob] if self._continuous else []) + [
-                -tf.reduce_sum(tf.exp(lp) * lp, -1) for lp in branch_log_probs]
-            alpha_losses = [losses.temperature_loss(self.log_alpha[g], h, self.target_entropy[g])
-                            for g, h in enumerate(entropies)]
-            alpha_loss = tf.add_n(alpha_losses)
-            # One backward pass for both: the actor loss sees alpha as a constant and
-            # the temperature loss sees the entropy as one.
-            actor_and_alpha_loss = actor_loss + alpha_loss
-
-        # Constants for the critic loss (outside the tapes).
-        targets = tf.reshape(self.critic_targets(steps, alpha_list, next_params, next_memory),
-                             [-1, self._reward_size])  # [T * B, k]
-
+        learn_memory = self.core.recurrent and config.memory_learns_from_critics
+        # The critic tape holds the actor's unroll too, so the critics' TD loss can
+        # reach the LSTM through the memory they see (`memory_learns_from_critics`).
         with tf.GradientTape() as critic_tape:
-            q = self.critics(critic_observation, self._continuous_part(learned.action), memory)
+            with tf.GradientTape() as actor_tape:
+                params, memory_live, next_params, next_memory = self._actor_outputs(inputs,
+                                                                                    core_state)
+                params = tuple(_merge(p) for p in params)
+                memory_live = None if memory_live is None else _merge(memory_live)
+                # The actor loss sees the memory as a constant input of Q.
+                memory = None if memory_live is None else tf.stop_gradient(memory_live)
+                action, log_prob, branch_log_probs = self._policy(params)
+
+                critic_action = action
+                if config.dqda_clipping:
+                    # Per-row dQ/da clipped at dqda_clipping (the loss is a mean over rows).
+                    critic_action = losses.clip_gradient(
+                        action, config.dqda_clipping / tf.cast(tf.shape(mask)[0], tf.float32))
+                q_policy = self._weighted(
+                    tf.reduce_min(self.critics(critic_observation, critic_action, memory), 0))
+                alpha_c, alpha_d = self._split_alphas(alpha_list)
+                actor_rows = 0.0
+                if self._discrete:
+                    actor_rows = losses.discrete_actor_loss(self._branches(q_policy),
+                                                            branch_log_probs, alpha_d)
+                if self._continuous:
+                    # Mixed actions: Q already entered through the discrete expectation.
+                    q_c = 0.0 if self._discrete else q_policy[:, 0]
+                    actor_rows += losses.continuous_actor_loss(q_c, log_prob, alpha_c)
+                actor_loss = tf.reduce_mean(actor_rows)
+
+                entropies = ([-log_prob] if self._continuous else []) + [
+                    -tf.reduce_sum(tf.exp(lp) * lp, -1) for lp in branch_log_probs]
+                alpha_losses = [
+                    losses.temperature_loss(self.log_alpha[g], h, self.target_entropy[g])
+                    for g, h in enumerate(entropies)]
+                alpha_loss = tf.add_n(alpha_losses)
+                # One backward pass for both: the actor loss sees alpha as a constant and
+                # the temperature loss sees the entropy as one.
+                actor_and_alpha_loss = actor_loss + alpha_loss
+
+            with critic_tape.stop_recording():  # constants for the critic loss
+                targets = tf.reshape(
+                    self.critic_targets(steps, alpha_list, next_params, next_memory),
+                    [-1, self._reward_size])  # [T * B, k]
+            q = self.critics(critic_observation, self._continuous_part(learned.action),
+                             memory_live if learn_memory else memory)
             q_taken = self._q_taken(self._components(q), learned.action)  # [k, R, T * B]
             q_taken = tf.transpose(q_taken, [1, 2, 0])  # [R, T * B, k]
             critic_losses = losses.critic_loss(q_taken, targets, mask)  # [R]
@@ -327,13 +340,19 @@ class SACLearner(LearnerBase):
         actor_variables = self.core.trainable_variables
         *actor_gradients, alpha_gradient = actor_tape.gradient(
             actor_and_alpha_loss, actor_variables + (self.log_alpha,))
+        critic_variables = self.critics.trainable_variables
+        gradients = critic_tape.gradient(
+            critic_loss, critic_variables + (actor_variables if learn_memory else ()))
+        critic_gradients = gradients[:len(critic_variables)]
+        if learn_memory:  # the torso and LSTM learn from both losses
+            actor_gradients = [a if m is None else a + m for a, m in
+                               zip(actor_gradients, gradients[len(critic_variables):])]
         self.actor_optimizer.apply(actor_gradients, actor_variables)
         self.alpha_optimizer.apply([alpha_gradient], [self.log_alpha])
         if config.max_log_alpha is not None:
             self.log_alpha.assign(tf.minimum(self.log_alpha, config.max_log_alpha))
-        critic_variables = self.critics.trainable_variables
-        grad_norm = self._apply(critic_tape.gradient(critic_loss, critic_variables),
-                                critic_variables, batch.replayed, tf.constant(T))
+        grad_norm = self._apply(critic_gradients, critic_variables, batch.replayed,
+                                tf.constant(T))
         # tau on update steps, 0 otherwise: no branch in the graph.
         update = tf.cast(self.num_steps % config.target_update_period == 0, tf.float32)
         losses.soft_update(self.target_critics.variables, self.critics.variables,

@@ -253,3 +253,36 @@ def test_recurrent_sac_learns_from_burned_in_sequences():
     assert targets.shape == (unroll, B)
     with pytest.raises(ValueError, match='multiple of unroll_length'):
         SACConfig(unroll_length=3, batch_size=256)
+
+
+def _recurrent_learner(**overrides):
+    action_space = ActionSpace(SPACES['continuous'], squash=True)
+    core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(16,), lstm_size=8,
+                           condition_on_previous=True, baseline=False)
+    create_variables(core, observation_spec(OBS_SPACE), action_space)
+    config = SACConfig(hidden_sizes=(16,), critic_hidden_sizes=(16, 16), lstm_size=8,
+                       unroll_length=2, batch_size=2 * B, **overrides)
+    return SACLearner(core, action_space, config), action_space
+
+
+def test_memory_learns_from_critics_adds_the_td_gradient_to_the_lstm():
+    """Same start, same batch, same random draws: the LSTM moves the same way twice
+    without the option and differently with it (the critics' loss reaches it)."""
+    def lstm_after_one_step(memory_learns_from_critics):
+        tf.random.set_seed(3)
+        learner, space = _recurrent_learner(
+            memory_learns_from_critics=memory_learns_from_critics)
+        for v in learner.core.variables + learner.critics.variables:
+            v.assign(tf.random.stateless_normal(v.shape, [1, len(v.name)]) * 0.3)
+        batch = make_batch(space, n=2, seed=1)
+        batch = batch._replace(sequence=batch.sequence._replace(
+            core_state=learner.core.initial_state(B)))
+        tf.random.set_seed(4)
+        learner.step(batch)
+        return [v.numpy() for v in learner.core.trainable_variables if 'lstm' in v.name]
+
+    plain, again, with_critics = (lstm_after_one_step(False), lstm_after_one_step(False),
+                                  lstm_after_one_step(True))
+    for a, b, c in zip(plain, again, with_critics):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+        assert not np.allclose(a, c, rtol=1e-6, atol=1e-7)
