@@ -24,6 +24,9 @@ flags.DEFINE_integer('episodes', 10, 'episodes to run')
 flags.DEFINE_integer('seed', 0, 'seed of the first episode (episode i uses seed + i)')
 flags.DEFINE_bool('deterministic', True, 'greedy / mean actions (else sampled)')
 flags.DEFINE_string('video_dir', None, 'record videos here (environments rendering rgb_array)')
+flags.DEFINE_list('reward_weights', None,
+                  'for an environment with vector rewards: one weight per component '
+                  '(returns are the weighted sums)')
 FLAGS = flags.FLAGS
 
 
@@ -55,9 +58,23 @@ def check_env(env: gym.Env, specs: dict) -> None:
                               f'outputs {specs["action"]["space"]}')
 
 
+def scalar_reward(reward, weights) -> float:
+    """The reward, or the weighted sum of a vector one."""
+    reward = np.asarray(reward, np.float64)
+    if reward.ndim == 0:
+        if weights is not None:
+            raise EvaluationError('--reward_weights given but the rewards are scalars')
+        return float(reward)
+    if weights is None or len(weights) != reward.size:
+        raise EvaluationError(f'the environment\'s rewards have {reward.size} components: pass '
+                              f'--reward_weights with {reward.size} numbers')
+    return float(reward.ravel() @ np.asarray(weights, np.float64))
+
+
 def run_episodes(model, specs: dict, env: gym.Env, episodes: int, seed: int,
-                 deterministic: bool = True) -> np.ndarray:
-    """One environment, episodes one after another, batch size 1. Returns the returns."""
+                 deterministic: bool = True, reward_weights=None) -> np.ndarray:
+    """One environment, episodes one after another, batch size 1. Returns the returns
+    (vector rewards weighted by `reward_weights`)."""
     step = model.signatures['step_deterministic' if deterministic else 'step']
     obs_dtype = tf.as_dtype(specs['observation']['dtype'])
     action_dtype = tf.as_dtype(specs['action']['dtype'])
@@ -73,7 +90,8 @@ def run_episodes(model, specs: dict, env: gym.Env, episodes: int, seed: int,
             outputs = step(**inputs)
             action = outputs.pop('action')
             observation, reward, terminated, truncated, _ = env.step(action.numpy()[0])
-            total += float(reward)
+            reward = scalar_reward(reward, reward_weights)
+            total += reward
             done = terminated or truncated
             inputs.update(outputs)
             inputs['prev_action'] = action
@@ -88,8 +106,9 @@ def main(argv):
         model, specs = load(FLAGS.saved_model)
         env_id = FLAGS.env or specs['env']
         try:
-            env = gym.make(env_id, render_mode='rgb_array' if FLAGS.video_dir else None)
-        except gym.error.Error as e:
+            # render_mode only when recording: not every environment takes the argument.
+            env = gym.make(env_id, **({'render_mode': 'rgb_array'} if FLAGS.video_dir else {}))
+        except (gym.error.Error, ImportError) as e:  # ImportError: `module:Env` ids
             raise EvaluationError(f'cannot make environment {env_id!r}: {e}') from None
         check_env(env, specs)
         if FLAGS.video_dir:
@@ -99,8 +118,13 @@ def main(argv):
             except gym.error.DependencyNotInstalled as e:
                 raise EvaluationError(f'--video_dir: {e}') from None
         try:
+            weights = [float(w) for w in FLAGS.reward_weights] if FLAGS.reward_weights else None
+        except ValueError:
+            raise EvaluationError(f'--reward_weights takes comma-separated floats, got '
+                                  f'{",".join(FLAGS.reward_weights)!r}') from None
+        try:
             returns = run_episodes(model, specs, env, FLAGS.episodes, FLAGS.seed,
-                                   FLAGS.deterministic)
+                                   FLAGS.deterministic, weights)
         except gym.error.DependencyNotInstalled as e:  # rendering needs pygame, etc.
             raise EvaluationError(f'--video_dir: {e}') from None
         env.close()

@@ -152,9 +152,10 @@ def test_export_cli_and_saved_model_cli(trained, tmp_path):
         assert name in shown.stdout, name
 
 
-def run_evaluate(args):
+def run_evaluate(args, extra_env=None):
     return subprocess.run([sys.executable, os.path.join(ROOT, 'launch', 'evaluate.py'), *args],
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, **(extra_env or {})))
 
 
 def test_evaluate_cli_runs_the_saved_model(trained):

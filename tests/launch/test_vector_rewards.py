@@ -1,6 +1,7 @@
 """Vector rewards (SAC's `reward_weights`): the vector env, the stored
 trajectories, the errors, and a task whose weighting decides what is learned."""
 
+import json
 import os
 import sys
 import time
@@ -15,6 +16,7 @@ from launch import environments, training
 from replay import dataset, tables
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from test_learning_and_export import run_evaluate  # noqa: E402
 from test_run import error_lines, run_cli  # noqa: E402
 
 EPISODE_LENGTH = 10
@@ -107,6 +109,24 @@ def test_weights_decide_what_sac_learns(tmp_path, weights, goal):
     # The weighted return of a deterministic policy: 0 at the goal, -9.7 for
     # uniform random actions, -25.6 at the other goal.
     assert summary['eval_return_mean'] > -1.0, summary
+
+    # The exported actor, run by evaluate.py (no library import; the environment's
+    # module registers it), gives the same weighted return: the task is deterministic.
+    here = os.path.dirname(os.path.abspath(__file__))
+    importable = {'PYTHONPATH': os.pathsep.join([here, os.environ.get('PYTHONPATH', '')])}
+    env_flag = f'--env={os.path.splitext(os.path.basename(__file__))[0]}:TwoGoals-v0'
+    weights_flag = '--reward_weights=' + ','.join(str(w) for w in weights)
+    result = run_evaluate([f'--saved_model={summary["saved_model"]}', env_flag, weights_flag,
+                           '--episodes=2'], importable)
+    assert result.returncode == 0, result.stderr[-2000:]
+    returned = json.loads(result.stdout.strip().splitlines()[-1])
+    assert returned['return_mean'] == pytest.approx(summary['eval_return_mean'], abs=1e-3)
+    result = run_evaluate([f'--saved_model={summary["saved_model"]}', env_flag, '--episodes=1'],
+                          importable)
+    assert result.returncode == 1
+    assert error_lines(result.stderr) == [
+        'error: the environment\'s rewards have 2 components: pass --reward_weights with 2 '
+        'numbers'], result.stderr[-2000:]
 
 
 def test_cli_rejects_reward_weights_that_do_not_fit(tmp_path):
