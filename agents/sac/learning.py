@@ -149,10 +149,14 @@ class SACLearner(LearnerBase):
         branch_log_probs = [tf.nn.log_softmax(params[i]) for i in self._discrete]
         return action, log_prob, branch_log_probs
 
+    def _per_component(self, q: tf.Tensor) -> tf.Tensor:
+        """Critic outputs `[..., outputs * k]` -> `[..., outputs, k]` (k = 1: scalar rewards)."""
+        return tf.reshape(q, tf.concat([tf.shape(q)[:-1], [self._num_outputs,
+                                                           self._reward_size]], 0))
+
     def _components(self, q: tf.Tensor) -> tf.Tensor:
-        """Critic outputs `[..., outputs * k]` -> `[k, ..., outputs]` (k = 1: scalar rewards)."""
-        k = self._reward_size
-        q = tf.reshape(q, tf.concat([tf.shape(q)[:-1], [self._num_outputs, k]], 0))
+        """Critic outputs `[..., outputs * k]` -> `[k, ..., outputs]`."""
+        q = self._per_component(q)
         rank = len(q.shape)
         return tf.transpose(q, [rank - 1] + list(range(rank - 1)))
 
@@ -160,9 +164,7 @@ class SACLearner(LearnerBase):
         """Critic outputs `[..., outputs * k]` -> their weighted sum `[..., outputs]`."""
         if self._reward_weights is None:
             return q
-        shape = tf.concat([tf.shape(q)[:-1], [self._num_outputs, self._reward_size]], 0)
-        q = tf.reshape(q, shape)
-        return tf.reduce_sum(q * self._reward_weights, -1)
+        return tf.reduce_sum(self._per_component(q) * self._reward_weights, -1)
 
     def _branches(self, q: tf.Tensor) -> List[tf.Tensor]:
         return tf.split(q, self._branch_sizes, axis=-1)
