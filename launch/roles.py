@@ -46,6 +46,7 @@ from absl import logging
 from launch import environments, training
 from launch.actor import EpisodeStats
 from replay import connection
+from replay.packing import Packing
 from replay.variables import VariablePublisher
 
 REPLAY_CHECKPOINTS = 'replay_checkpoints'
@@ -117,7 +118,7 @@ def _check_signature(client: reverb.Client, setup: training.RunSetup, address: s
     table = setup.agent.write_tables(setup.config)[0]
     if table not in served:
         raise training.TrainingError(f'the Reverb server at {address} has no table {table!r}')
-    ours = [(s.shape.as_list(), s.dtype) for s in tf.nest.flatten(setup.signature)]
+    ours = [(s.shape.as_list(), s.dtype) for s in Packing(setup.signature).packed_signature()]
     theirs = [(s.shape.as_list(), s.dtype) for s in tf.nest.flatten(served[table].signature)]
     if ours != theirs:
         raise training.TrainingError(

@@ -6,12 +6,13 @@ on the batch axis, with a mask of the replayed rows (CLEAR's cloning losses
 apply to those rows only).
 """
 
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import reverb
 import tensorflow as tf
 
 from replay import tables, trajectory
+from replay.packing import Packing
 
 
 class Batch(NamedTuple):
@@ -28,20 +29,43 @@ def split_batch(batch_size: int, replay_fraction: float):
     return batch_size - num_replayed, num_replayed
 
 
-def table_dataset(server_address: str, table: str, signature: Any, batch_size: int,
-                  rate_limiter_timeout_ms: int = -1) -> tf.data.Dataset:
-    """Batches of `Sequence`s (batch-major `[batch_size, L, ...]`) from one table."""
-    dataset = reverb.TrajectoryDataset(
+def item_dataset(server_address: str, table: str, signature: trajectory.Sequence,
+                 **kwargs) -> tf.data.Dataset:
+    """`reverb.ReplaySample`s of one table, one item each, `data` a `Sequence`.
+
+    kwargs go to `reverb.TrajectoryDataset` (e.g. `max_in_flight_samples_per_worker`,
+    `rate_limiter_timeout_ms`, `max_samples`). For tests and tools; learners
+    read `table_dataset`, which unpacks once per batch.
+    """
+    packing = Packing(signature)
+    return _packed_items(server_address, table, packing, **kwargs).map(
+        lambda sample: sample._replace(data=packing.unpack(sample.data)))
+
+
+def _packed_items(server_address: str, table: str, packing: Packing,
+                  **kwargs) -> reverb.TrajectoryDataset:
+    packed = packing.packed_signature()
+    return reverb.TrajectoryDataset(
         server_address=server_address,
         table=table,
-        dtypes=tf.nest.map_structure(lambda s: s.dtype, signature),
-        shapes=tf.nest.map_structure(lambda s: s.shape, signature),
+        dtypes=tuple(s.dtype for s in packed),
+        shapes=tuple(s.shape for s in packed),
+        **kwargs)
+
+
+def table_dataset(server_address: str, table: str, signature: trajectory.Sequence,
+                  batch_size: int, rate_limiter_timeout_ms: int = -1) -> tf.data.Dataset:
+    """Batches of `Sequence`s (batch-major `[batch_size, L, ...]`) from one table."""
+    packing = Packing(signature)
+    dataset = _packed_items(
+        server_address, table, packing,
         max_in_flight_samples_per_worker=2 * batch_size,
         # One worker: more cost CPU the learner needs and add little here.
         num_workers_per_iterator=1,
         rate_limiter_timeout_ms=rate_limiter_timeout_ms)
-    # Dropping the sample info once per batch, not per item, is ~2x faster.
-    return dataset.batch(batch_size, drop_remainder=True).map(lambda sample: sample.data)
+    # Dropping the sample info and unpacking once per batch, not per item.
+    return dataset.batch(batch_size, drop_remainder=True).map(
+        lambda sample: packing.unpack(sample.data))
 
 
 def _time_major(sequence: trajectory.Sequence, envs_per_item: int) -> trajectory.Sequence:

@@ -1,13 +1,17 @@
 """Reverb tables: `queue` (on-policy), `replay` (off-policy), `variables` (weights).
 
 Signatures come from the specs, so a mismatched writer fails at insert time
-with Reverb's message instead of corrupting a batch.
+with Reverb's message instead of corrupting a batch. `queue` and `replay`
+hold items in `replay.packing`'s layout (one column per dtype).
 """
 
 from typing import Any, List, Optional
 
 import reverb
 import tensorflow as tf
+
+from replay import trajectory
+from replay.packing import Packing
 
 QUEUE = 'queue'
 REPLAY = 'replay'
@@ -18,7 +22,7 @@ VARIABLES = 'variables'
 REPLAY_EVICTIONS = ('fifo', 'reservoir')
 
 
-def make_tables(signature: Any,
+def make_tables(signature: trajectory.Sequence,
                 variables_signature: Any,
                 queue_size: int,
                 replay_size: int,
@@ -29,7 +33,7 @@ def make_tables(signature: Any,
     """The three tables of the design.
 
     Args:
-      signature: nest of `tf.TensorSpec`, one item (a `Sequence`).
+      signature: one item, a `Sequence` of `tf.TensorSpec`s (stored packed).
       variables_signature: nest of `tf.TensorSpec`, the learner's weights.
       queue_size: items the on-policy queue holds before actors block.
       replay_size: items the replay table holds before evicting.
@@ -50,12 +54,13 @@ def make_tables(signature: Any,
             samples_per_insert, min_replay_size, error_buffer)
     else:
         limiter = reverb.rate_limiters.MinSize(min_replay_size)
+    packed = Packing(signature).packed_signature()
     remover = (reverb.selectors.Fifo() if replay_eviction == 'fifo'
                else reverb.selectors.MinHeap())
     return [
-        reverb.Table.queue(QUEUE, max_size=queue_size, signature=signature),
+        reverb.Table.queue(QUEUE, max_size=queue_size, signature=packed),
         reverb.Table(REPLAY, sampler=reverb.selectors.Uniform(), remover=remover,
-                     max_size=replay_size, rate_limiter=limiter, signature=signature),
+                     max_size=replay_size, rate_limiter=limiter, signature=packed),
         reverb.Table(VARIABLES, sampler=reverb.selectors.Fifo(),
                      remover=reverb.selectors.Fifo(), max_size=1,
                      rate_limiter=reverb.rate_limiters.MinSize(1),

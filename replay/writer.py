@@ -6,7 +6,8 @@ numpy (`[L, B, ...]`, no per-environment Python work per step), and each
 finished sequence is appended to Reverb as *one* step of the writer and
 referenced by one item per table: the data is sent once and indexed in
 `queue` and `replay`. This is ~5x cheaper than appending every environment
-step to Reverb (see DESIGN.md's measurements).
+step to Reverb (see DESIGN.md's measurements). Items are stored packed, one
+column per dtype (`replay.packing`).
 """
 
 from typing import Any, Callable, Optional, Sequence as SequenceT
@@ -16,6 +17,7 @@ import reverb
 import tree
 
 from replay import trajectory
+from replay.packing import Packing
 
 
 class SequenceWriter:
@@ -68,6 +70,8 @@ class SequenceWriter:
         # The core state before each buffered step; row 0 starts the sequence.
         self._states = [np.zeros((sequence_length, num_envs, *s.shape), s.dtype.as_numpy_dtype)
                         for s in tree.flatten(core_state_spec)]
+        self._packing = Packing(trajectory.sequence_signature(
+            step_spec, core_state_spec, sequence_length, num_envs if group_envs else 0))
         self._t = 0
         self._history = None
         # The C++ writer behind `TrajectoryWriter` (dm-reverb 0.14, pinned). An item
@@ -75,7 +79,7 @@ class SequenceWriter:
         # bookkeeping (about a third of an actor's time) buys nothing; without the
         # attribute the public API is used.
         self._cpp_writer = getattr(self._writer, '_writer', None)
-        self._squeeze = [True] * (len(self._steps) + len(self._states))
+        self._squeeze = [True] * self._packing.num_columns
         self.sequences_written = 0
 
     def append(self, step: trajectory.Step, core_state: Any) -> bool:
@@ -103,24 +107,23 @@ class SequenceWriter:
         return True
 
     def _write(self):
+        flat = self._steps + [buf[0] for buf in self._states]
         if self._group_envs:
-            self._write_item([buf.copy() for buf in self._steps]
-                             + [buf[0].copy() for buf in self._states])
+            self._write_item(self._packing.pack(flat))
             self.sequences_written += self._num_envs
             return
-        steps = [np.swapaxes(buf, 0, 1) for buf in self._steps]  # [B, L, ...]
-        states = [buf[0] for buf in self._states]  # [B, ...]
+        columns = self._packing.pack(flat, extra_dims=1)  # [L, B, F] and [B, F]
         for b in range(self._num_envs):
-            self._write_item([x[b] for x in steps] + [x[b] for x in states])
+            self._write_item(self._packing.environment(columns, b))
             if (b + 1) % self._max_pending == 0 and b + 1 < self._num_envs:
                 self._flush_briefly()
         self.sequences_written += self._num_envs
 
     def _write_item(self, data: list) -> None:
-        """Appends one Reverb step holding `data` (flat fields) and indexes it in the tables."""
+        """Appends one Reverb step holding `data` (packed columns) and indexes it in the tables."""
         if self._cpp_writer is not None:
-            # Each item is the whole latest step, one column per field, in the
-            # signature's flattened order (the server checks it).
+            # Each item is the whole latest step, one column per packed column,
+            # in the packed signature's order (the server checks it).
             refs = self._cpp_writer.Append(data)
             columns = [[ref] for ref in refs]
             for table in self._tables:

@@ -18,6 +18,7 @@ from launch import environments, training
 from launch.actor import Actor
 from networks.cores import ActorCriticCore, CoreInputs
 from networks.observations import observation_spec
+from replay import dataset as dataset_lib
 from replay import tables, trajectory
 from replay.writer import SequenceWriter
 
@@ -107,10 +108,8 @@ class Run:
 
 
 def _drain_queue(address, signature, timeout_ms=300):
-    dataset = reverb.TrajectoryDataset(
-        server_address=address, table=tables.QUEUE,
-        dtypes=tf.nest.map_structure(lambda s: s.dtype, signature),
-        shapes=tf.nest.map_structure(lambda s: s.shape, signature),
+    dataset = dataset_lib.item_dataset(
+        address, tables.QUEUE, signature,
         max_in_flight_samples_per_worker=1, num_workers_per_iterator=1,
         rate_limiter_timeout_ms=timeout_ms)
     return [tf.nest.map_structure(lambda x: x.numpy(), sample.data) for sample in dataset]

@@ -11,7 +11,9 @@ import reverb
 import tensorflow as tf
 import tree
 
+from replay import dataset as dataset_lib
 from replay import tables, trajectory
+from replay.packing import Packing
 from replay.writer import SequenceWriter
 
 OBS_SPEC = tf.TensorSpec([3], tf.float32)
@@ -108,11 +110,8 @@ def _drain(address, table, sequence_length, timeout_ms=300, max_samples=-1):
     empty) or after `max_samples`.
     """
     signature = _signature(sequence_length)
-    dataset = reverb.TrajectoryDataset(
-        server_address=address, table=table,
-        dtypes=tf.nest.map_structure(lambda s: s.dtype, signature),
-        shapes=tf.nest.map_structure(lambda s: s.shape, signature),
-        max_in_flight_samples_per_worker=1, num_workers_per_iterator=1,
+    dataset = dataset_lib.item_dataset(
+        address, table, signature, max_in_flight_samples_per_worker=1, num_workers_per_iterator=1,
         rate_limiter_timeout_ms=timeout_ms, max_samples=max_samples)
     return [(sample.info, tf.nest.map_structure(lambda x: x.numpy(), sample.data))
             for sample in dataset]
@@ -369,7 +368,7 @@ def test_grouped_items_hold_every_environment(make_client):
         items = list(client.sample(tables.QUEUE, num_samples=num_steps - 1,
                                    emit_timesteps=False, unpack_as_table_signature=True))
         for k, sample in enumerate(items):  # FIFO: item k starts at step k
-            data = tf.nest.map_structure(np.asarray, sample.data)
+            data = tf.nest.map_structure(np.asarray, Packing(signature).unpack(sample.data))
             for b in range(num_envs):
                 env_b = trajectory.Sequence(
                     steps=tf.nest.map_structure(lambda x: x[:, b], data.steps),
