@@ -13,8 +13,8 @@ reported, all runs listed):
   transitions, `batch_size * (sequence_length - 1)` per learner step;
 - `learner_in_memory_steps_per_s`: the same learner step reading one fixed
   batch held in memory (a repeating `tf.data` dataset, read inside the
-  compiled step as the Reverb batches are), and `reverb_feed_cost` = 1 - Reverb rate / in-memory
-  rate (what feeding from Reverb costs).
+  compiled step as the Reverb batches are), and `reverb_feed_cost` =
+  1 - Reverb rate / in-memory rate (what feeding from Reverb costs).
 
 SAC: `python launch/benchmark.py --agent=sac --env=Pendulum-v1 --num_envs=8`
 (batch 256, 256x256 actor and twin critics by default).
