@@ -37,10 +37,8 @@ from absl import app, flags  # noqa: E402
 
 from launch import config_flags, environments, registry, training  # noqa: E402
 from launch.actor import Actor  # noqa: E402
-from networks.observations import observation_spec  # noqa: E402
 from replay import dataset as dataset_lib  # noqa: E402
 from replay import tables as tables_lib  # noqa: E402
-from replay import trajectory  # noqa: E402
 
 flags.DEFINE_string('agent', 'clear', f'one of {sorted(registry.AGENTS)}')
 flags.DEFINE_string('env', 'CartPole-v1', 'gymnasium id')
@@ -61,8 +59,11 @@ def _timed_loop(fn, seconds):
     return count, time.perf_counter() - start
 
 
-def raw_env_rate(env_id, num_envs, seconds, mode=None):
-    envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode)
+def raw_env_rate(env_id, num_envs, seconds, mode=None, reward_weights=None):
+    if reward_weights:  # vector rewards step only in the library's weighting SyncVectorEnv
+        envs = environments.make_vector_env(env_id, num_envs, 0, reward_weights=reward_weights)
+    else:
+        envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode)
     envs.reset(seed=0)
     envs.action_space.seed(0)
     actions = [envs.action_space.sample() for _ in range(64)]
@@ -81,22 +82,18 @@ class Setup:
     """Server, cores, writer and learner for one agent, as `training.train` wires them."""
 
     def __init__(self, agent_name, config, env_id, num_envs):
-        agent = registry.get(agent_name)
-        self.agent = agent
+        options = training.RunOptions(agent=agent_name, env=env_id, num_envs=num_envs)
+        self.envs = training.make_envs(options, config, num_envs, 0)
+        setup = training.make_setup(options, config, self.envs)
+        self.agent = setup.agent
         self.config = config
-        self.envs = environments.make_vector_env(env_id, num_envs, 0)
-        self.action_space = environments.check_spaces(env_id, self.envs, agent.squash_actions)
-        obs_space = self.envs.single_observation_space
-        obs_spec = observation_spec(obs_space)
-        self.actor_core = agent.build_core(obs_space, self.action_space, config)
-        training.create_variables(self.actor_core, obs_spec, self.action_space)
-        learner_core, self.learner = training.build_agent(agent, obs_space, self.action_space,
-                                                          config)
-        self.step_spec = trajectory.step_spec(obs_spec, self.action_space.action_specs(),
-                                              self.action_space.param_specs())
-        self.state_spec = training.state_spec(learner_core)
-        self.signature = training.item_signature(agent, config, self.step_spec,
-                                                 self.state_spec, num_envs)
+        self.action_space = setup.action_space
+        self.actor_core = training.make_core(setup)
+        learner_core, self.learner = training.build_agent(
+            setup.agent, setup.observation_space, setup.action_space, config)
+        self.step_spec = setup.step_spec
+        self.state_spec = setup.core_state_spec
+        self.signature = setup.signature
         self.server = reverb.Server(tables_lib.make_tables(
             self.signature, tables_lib.variables_signature(learner_core.variables),
             queue_size=10**6, replay_size=10**6, min_replay_size=1))
@@ -163,9 +160,11 @@ def main(argv):
     num_fresh = dataset_lib.split_batch(-(-config.batch_size // per_item),
                                         getattr(config, 'replay_fraction', 0.0))[0]
     for _ in range(FLAGS.repeats):
-        runs['raw_env_steps_per_s'].append(raw_env_rate(FLAGS.env, FLAGS.num_envs, FLAGS.seconds))
+        weights = registry.reward_weights(config)
+        runs['raw_env_steps_per_s'].append(
+            raw_env_rate(FLAGS.env, FLAGS.num_envs, FLAGS.seconds, reward_weights=weights))
         runs['raw_sync_env_steps_per_s'].append(
-            raw_env_rate(FLAGS.env, FLAGS.num_envs, FLAGS.seconds, 'sync'))
+            raw_env_rate(FLAGS.env, FLAGS.num_envs, FLAGS.seconds, 'sync', weights))
         runs['actor_env_steps_per_s'].append(setup.actor_rate(FLAGS.seconds))
         # The queue must hold every fresh sequence the learner measurement takes.
         queued = setup.client.server_info()[tables_lib.QUEUE].current_size

@@ -12,8 +12,8 @@ library's machines Reverb cost ~25-40 us of CPU per sampled item whatever
 its size (one column per field, before `replay.packing`), so ungrouped
 length-2 items capped a SAC learner near 100 batches/s on a whole core
 (measured: 8 envs per item, ~1.9 ms of CPU per batch of 256 instead of
-~10). The price: the environments of one time step share a
-batch. The dataset turns grouped items back into `[L, B]` batches.
+~10). The price: the environments of one time step share a batch. The
+dataset turns grouped items back into `[L, B]` batches.
 
 Episode ends. Vector environments run in gymnasium's default autoreset mode
 (`NEXT_STEP`): when an episode ends, the next step holds the episode's final
