@@ -5,33 +5,41 @@ writes its own `@tf.function` `step`; the attribute names here are part of
 the checkpoints.
 """
 
-from typing import List
+from typing import Any, List
 
 import sonnet as snt
 import tensorflow as tf
+
+from agents.configs import OptimizerConfig
 
 
 class LearnerBase(tf.Module):
     """`learning_rate` (a variable the launcher anneals), `optimizer`, `num_steps`,
     `num_env_frames` (fresh, non-replayed frames consumed, as in the seeds)."""
 
-    def __init__(self, config, name: str):
+    def __init__(self, config: Any, name: str):
+        """`config`: the agent's config; its `optimizer` (`OptimizerConfig`) sets Adam."""
         super().__init__(name=name)
         self.config = config
+        self.optimizer_config: OptimizerConfig = config.optimizer
         # A variable, so the launcher can anneal it without retracing the step.
-        self.learning_rate = tf.Variable(config.learning_rate, dtype=tf.float32,
+        self.learning_rate = tf.Variable(config.optimizer.learning_rate, dtype=tf.float32,
                                          trainable=False, name='learning_rate')
-        self.optimizer = snt.optimizers.Adam(
-            learning_rate=self.learning_rate, beta1=config.adam_beta1,
-            beta2=config.adam_beta2, epsilon=config.adam_epsilon)
+        self.optimizer = self.adam(self.learning_rate)
         self.num_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_steps')
         self.num_env_frames = tf.Variable(0, dtype=tf.int64, trainable=False,
                                           name='num_env_frames')
 
+    def adam(self, learning_rate: tf.Variable) -> snt.optimizers.Adam:
+        """An Adam with the optimizer config's betas and epsilon."""
+        c = self.optimizer_config
+        return snt.optimizers.Adam(learning_rate=learning_rate, beta1=c.adam_beta1,
+                                   beta2=c.adam_beta2, epsilon=c.adam_epsilon)
+
     def set_progress(self, fraction: float) -> None:
         """Anneals the learning rate: `fraction` of the env-step budget is done."""
-        if self.config.learning_rate_schedule == 'linear':
-            self.learning_rate.assign(self.config.learning_rate * max(0.0, 1.0 - fraction))
+        c = self.optimizer_config
+        self.learning_rate.assign(c.annealed(c.learning_rate, fraction))
 
     def _apply(self, gradients: List[tf.Tensor], variables: List[tf.Variable],
                replayed: tf.Tensor, unroll_length: tf.Tensor) -> tf.Tensor:
@@ -40,8 +48,8 @@ class LearnerBase(tf.Module):
         replayed: `[B]` bool rows of the batch; returns the pre-clip global norm.
         """
         grad_norm = tf.linalg.global_norm(gradients)
-        if self.config.clip_grad_norm:
-            gradients, _ = tf.clip_by_global_norm(gradients, self.config.clip_grad_norm,
+        if self.optimizer_config.clip_grad_norm:
+            gradients, _ = tf.clip_by_global_norm(gradients, self.optimizer_config.clip_grad_norm,
                                                   use_norm=grad_norm)
         self.optimizer.apply(gradients, variables)
         self.num_steps.assign_add(1)

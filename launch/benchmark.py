@@ -9,8 +9,10 @@ reported, all runs listed):
   sequences into a real Reverb server), no learner;
 - `learner_steps_per_s`, `learner_samples_per_s`: learner steps on mixed
   batches drawn from Reverb (tables filled by the actor first, no rate
-  limiter), read the way `launch/training.py` reads them; samples are
-  transitions, `batch_size * (sequence_length - 1)` per learner step;
+  limiter), read the way a run reads them (`launch/data.py`);
+  `learner_samples_per_s` counts transitions, the data plan's
+  `transitions_per_batch` per learner step (sequences x learned steps: SAC's
+  `batch_size`, CLEAR's and ACER's `batch_size * unroll_length`);
 - `learner_in_memory_steps_per_s`: the same learner step reading one fixed
   batch held in memory (a repeating `tf.data` dataset, read inside the
   compiled step as the Reverb batches are), and `reverb_feed_cost` =
@@ -20,6 +22,7 @@ SAC: `python launch/benchmark.py --agent=sac --env=Pendulum-v1 --num_envs=8`
 (batch 256, 256x256 actor and twin critics by default).
 """
 
+import dataclasses
 import json
 import os
 import statistics
@@ -35,9 +38,11 @@ import reverb  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from launch import config_flags, environments, registry, training  # noqa: E402
+from agents import registry  # noqa: E402
+from launch import config_flags, data, environments  # noqa: E402
+from launch import setup as setup_lib  # noqa: E402
 from launch.actor import Actor  # noqa: E402
-from replay import dataset as dataset_lib  # noqa: E402
+from launch.options import RunOptions  # noqa: E402
 from replay import tables as tables_lib  # noqa: E402
 
 flags.DEFINE_string('agent', 'clear', f'one of {sorted(registry.AGENTS)}')
@@ -46,7 +51,8 @@ flags.DEFINE_integer('num_envs', 16, 'environments per actor')
 flags.DEFINE_integer('repeats', 3, 'measurements per quantity (median reported)')
 flags.DEFINE_float('seconds', 5.0, 'duration of each actor / env measurement')
 flags.DEFINE_integer('learner_steps', 100, 'learner steps per measurement')
-config_flags.define_flags([a.config_class for a in registry.AGENTS.values()])
+AGENT_CONFIGS = {name: a.config_class for name, a in registry.AGENTS.items()}
+config_flags.define_flags(AGENT_CONFIGS)
 FLAGS = flags.FLAGS
 
 
@@ -79,23 +85,19 @@ def raw_env_rate(env_id, num_envs, seconds, mode=None, reward_weights=None):
 
 
 class Setup:
-    """Server, cores, writer and learner for one agent, as `training.train` wires them."""
+    """Server, cores, writer and learner for one agent, as a run wires them."""
 
     def __init__(self, agent_name, config, env_id, num_envs):
-        options = training.RunOptions(agent=agent_name, env=env_id, num_envs=num_envs)
-        self.envs = training.make_envs(options, config, num_envs, 0)
-        setup = training.make_setup(options, config, self.envs)
-        self.agent = setup.agent
-        self.config = config
+        options = RunOptions(agent=agent_name, env=env_id, num_envs=num_envs)
+        self.envs = setup_lib.make_envs(options, config, num_envs, 0)
+        self.setup = setup = setup_lib.make_setup(options, config, self.envs)
+        self.plan = setup.plan
         self.action_space = setup.action_space
-        self.actor_core = training.make_core(setup)
-        learner_core, self.learner = training.build_agent(
-            setup.agent, setup.observation_space, setup.action_space, config)
-        self.step_spec = setup.step_spec
-        self.state_spec = setup.core_state_spec
+        self.actor_core = setup_lib.make_core(setup)
+        self.learner = setup_lib.make_learner(setup)
         self.signature = setup.signature
         self.server = reverb.Server(tables_lib.make_tables(
-            self.signature, tables_lib.variables_signature(learner_core.variables),
+            self.signature, tables_lib.variables_signature(self.learner.core.variables),
             queue_size=10**6, replay_size=10**6, min_replay_size=1))
         self.address = f'localhost:{self.server.port}'
         self.client = reverb.Client(self.address)
@@ -103,9 +105,8 @@ class Setup:
 
     def actor_rate(self, seconds):
         """Env steps/s of the actor loop writing into `queue` and `replay`."""
-        writer = training.make_writer(self.agent, self.config, self.client, self.step_spec,
-                                      self.state_spec, self.num_envs,
-                                      [tables_lib.QUEUE, tables_lib.REPLAY])
+        writer = self.setup.layout.writer(self.client, self.num_envs,
+                                          [tables_lib.QUEUE, tables_lib.REPLAY])
         actor = Actor(self.envs, self.actor_core, self.action_space, writer, None, seed=0)
         deadline = []
 
@@ -124,11 +125,11 @@ class Setup:
 
     def learner_rates(self, num_steps):
         """(steps/s on batches from Reverb, steps/s on one batch held in memory)."""
-        iterator = self.agent.batches(self.address, self.signature, self.config, self.client,
-                                      60_000)
-        learn = training.make_learn(self.learner)
-        fixed = next(iter(self.agent.batches(self.address, self.signature, self.config,
-                                             self.client, 60_000)))
+        iterator = data.open_batches(self.address, self.signature, self.plan, self.client,
+                                     60_000)
+        learn = data.make_learn(self.learner)
+        fixed = next(iter(data.open_batches(self.address, self.signature, self.plan,
+                                            self.client, 60_000)))
 
         def timed(step):
             step()  # trace
@@ -150,17 +151,16 @@ class Setup:
 def main(argv):
     del argv
     agent = registry.get(FLAGS.agent)
-    config = config_flags.config_from_flags(agent.config_class)
+    config = config_flags.config_from_flags(FLAGS.agent, AGENT_CONFIGS)
     setup = Setup(FLAGS.agent, config, FLAGS.env, FLAGS.num_envs)
     runs = {'raw_env_steps_per_s': [], 'raw_sync_env_steps_per_s': [],
             'actor_env_steps_per_s': [], 'learner_steps_per_s': [],
             'learner_in_memory_steps_per_s': []}
-    per_item = FLAGS.num_envs if agent.group_envs else 1
-    # Fresh items per batch (ACER's on-policy batches are all fresh).
-    num_fresh = dataset_lib.split_batch(-(-config.batch_size // per_item),
-                                        getattr(config, 'replay_fraction', 0.0))[0]
+    plan = setup.plan
+    # Fresh items per batch (a schedule's on-policy batches are all fresh).
+    num_fresh = setup.setup.layout.items(plan.num_fresh)
     for _ in range(FLAGS.repeats):
-        weights = registry.reward_weights(config)
+        weights = agent.reward_weights(config)
         runs['raw_env_steps_per_s'].append(
             raw_env_rate(FLAGS.env, FLAGS.num_envs, FLAGS.seconds, reward_weights=weights))
         runs['raw_sync_env_steps_per_s'].append(
@@ -175,15 +175,15 @@ def main(argv):
         runs['learner_steps_per_s'].append(from_reverb)
         runs['learner_in_memory_steps_per_s'].append(in_memory)
     median = {k: statistics.median(v) for k, v in runs.items()}
-    samples_per_step = config.batch_size * (config.sequence_length - 1)
+    samples_per_step = plan.transitions_per_batch
     result = {
         'agent': FLAGS.agent,
         'env': FLAGS.env,
         'num_envs': FLAGS.num_envs,
-        'batch_size': config.batch_size,
-        'sequence_length': config.sequence_length,
-        'lstm_size': getattr(config, 'lstm_size', None),
-        'hidden_sizes': list(config.hidden_sizes),
+        'batch_sequences': plan.batch_sequences,
+        'transitions_per_batch': plan.transitions_per_batch,
+        'sequence_length': plan.sequence_length,
+        'config': dataclasses.asdict(config),
         'repeats': FLAGS.repeats,
         **median,
         'learner_samples_per_s': median['learner_steps_per_s'] * samples_per_step,

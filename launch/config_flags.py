@@ -1,83 +1,99 @@
 """absl flags from the agents' config dataclasses, so defaults live in one place.
 
-Every field of every registered config becomes a flag of the same name whose
-default is None ("the agent's default"); the help text is the field's one-line
-comment. `config_from_flags` builds the chosen agent's config from the flags
-that were set.
+Every field of every registered config (sub-config fields under their flat
+names) becomes a flag of the same name whose default is None ("the agent's
+default"); the help text is the field's doc (`agents.configs.field`) and each
+agent's default. `config_from_flags` builds the chosen agent's config from
+the flags that were set, and refuses a flag that only other agents have.
 """
 
-import dataclasses
-import inspect
-import re
 import typing
-from typing import Any, Dict, Iterable
+from typing import Any, Dict, Mapping, Tuple
 
 from absl import flags
 
-
-def field_docs(config_class: type) -> Dict[str, str]:
-    """`name: type = default  # doc` lines of the class source -> {name: doc}."""
-    docs = {}
-    for line in inspect.getsource(config_class).splitlines():
-        match = re.match(r'\s+(\w+)\s*:[^=]+=.*#\s*(.*)$', line)
-        if match:
-            docs[match.group(1)] = match.group(2)
-    return docs
+from agents import configs
 
 
-def _base_type(field: dataclasses.Field) -> Any:
-    """The field's type without `Optional`."""
-    hint = field.type if not isinstance(field.type, str) else eval(field.type, vars(typing))
+def _base_type(hint: Any) -> Any:
+    """The type without `Optional`."""
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     return args[0] if args and typing.get_origin(hint) is typing.Union else hint
 
 
-def _kind(field: dataclasses.Field) -> str:
-    base = _base_type(field)
-    if base in (tuple, list) or typing.get_origin(base) in (tuple, list):
+def _kind(hint: Any) -> str:
+    base = _base_type(hint)
+    if typing.get_origin(base) in (tuple, list):
         return 'list'
     return {bool: 'bool', int: 'integer', float: 'float', str: 'string'}[base]
 
 
-def _element_type(field: dataclasses.Field) -> type:
-    """A list field's element type: `Tuple[float, ...]` says float; bare `tuple` means int."""
-    args = typing.get_args(_base_type(field))
-    return args[0] if args else int
+def _element_type(hint: Any) -> type:
+    """A list field's element type: `Tuple[float, ...]` -> float."""
+    return typing.get_args(_base_type(hint))[0]
 
 
-def define_flags(config_classes: Iterable[type], flag_values=flags.FLAGS) -> None:
-    seen = {}
-    for config_class in config_classes:
-        docs = field_docs(config_class)
-        for field in dataclasses.fields(config_class):
-            default = field.default
-            entry = f'{config_class.__name__}: {default!r}'
-            if field.name in seen:
-                seen[field.name][1].append(entry)
-                continue
-            seen[field.name] = (field, [entry], docs.get(field.name, ''))
-    for name, (field, defaults, doc) in seen.items():
+def _hints(config_class: type) -> Dict[str, Any]:
+    """Flat field name -> its type hint (sub-config fields included)."""
+    hints = {}
+    for name, (field, owner) in configs.flat_fields(config_class).items():
+        owner_class = config_class if owner is None else type(
+            getattr(config_class(), owner))
+        hints[name] = typing.get_type_hints(owner_class)[name]
+    return hints
+
+
+def define_flags(agent_configs: Mapping[str, type], flag_values=flags.FLAGS) -> None:
+    """One flag per flat config field of every agent (`{agent name: config class}`).
+
+    Raises TypeError when two agents give one name different types: a flag
+    has one type.
+    """
+    seen: Dict[str, Tuple[Any, str, list]] = {}
+    for agent, config_class in agent_configs.items():
+        hints = _hints(config_class)
+        defaults = configs.flat_defaults(config_class)
+        for name, (field, _) in configs.flat_fields(config_class).items():
+            entry = f'{agent}: {defaults[name]!r}'
+            if name in seen:
+                if seen[name][0] != hints[name]:
+                    raise TypeError(f'config field {name!r} has type {seen[name][0]} in one '
+                                    f'agent and {hints[name]} in {agent}; one flag, one type')
+                seen[name][2].append(entry)
+            else:
+                seen[name] = (hints[name], configs.doc(field), [entry])
+    for name, (hint, doc, defaults) in seen.items():
         help_text = f'{doc} (default {"; ".join(defaults)})'
-        kind = _kind(field)
+        kind = _kind(hint)
         if kind == 'list':
             flags.DEFINE_list(name, None, help_text, flag_values=flag_values)
         else:
             getattr(flags, f'DEFINE_{kind}')(name, None, help_text, flag_values=flag_values)
 
 
-def config_from_flags(config_class: type, flag_values=flags.FLAGS) -> Any:
-    """The config with every flag the user set; raises ValueError on bad values."""
+def config_from_flags(agent: str, agent_configs: Mapping[str, type],
+                      flag_values=flags.FLAGS) -> Any:
+    """`agent`'s config with every config flag the user set.
+
+    Raises ValueError (one line) for a flag that belongs to other agents
+    only, a list element of the wrong type, or a value the config refuses.
+    """
+    config_class = agent_configs[agent]
+    hints = _hints(config_class)
+    owners = configs.field_owners(agent_configs)
     overrides = {}
-    for field in dataclasses.fields(config_class):
-        value = flag_values[field.name].value
+    for name, agents in sorted(owners.items()):
+        value = flag_values[name].value
         if value is None:
             continue
-        if _kind(field) == 'list':
-            element = _element_type(field)
+        if agent not in agents:
+            raise ValueError(f'--{name} is a flag of {" and ".join(agents)}, not of {agent}')
+        if _kind(hints[name]) == 'list':
+            element = _element_type(hints[name])
             try:
                 value = tuple(element(v) for v in value)
             except ValueError:
-                raise ValueError(f'--{field.name} takes comma-separated {element.__name__}s, '
+                raise ValueError(f'--{name} takes comma-separated {element.__name__}s, '
                                  f'got {",".join(value)!r}') from None
-        overrides[field.name] = value
-    return config_class(**overrides)
+        overrides[name] = value
+    return configs.from_flat(config_class, overrides)

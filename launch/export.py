@@ -1,8 +1,8 @@
 """SavedModel export of a trained policy, loadable with TensorFlow alone.
 
 `python launch/export.py --logdir=DIR [--checkpoint=PATH] --output=DIR`
-exports from a run's checkpoint; `launch/training.py` exports every run's
-final policy to `<logdir>/saved_model`.
+exports from a run's checkpoint; every run exports its final policy to
+`<logdir>/saved_model` (`launch/learner_loop.py`).
 
 Signatures (all batched; names are the inputs' and outputs' keys):
 
@@ -30,12 +30,17 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import Dict
+from typing import Dict, Optional
 
 import gymnasium as gym
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
+from agents import configs, registry
+from launch import rundir
+from launch import setup as setup_lib
+from launch.options import RunOptions
 from networks.cores import ActorCriticCore, CoreInputs
 from networks.distributions import ActionSpace, from_unit_interval, to_unit_interval
 from networks.observations import observation_spec
@@ -171,36 +176,42 @@ def export_policy(core: ActorCriticCore, action_space: ActionSpace,
     return output_dir
 
 
-def restore_core(logdir: str, checkpoint_path: str = None):
+def export_run_policy(core: ActorCriticCore, action_space: ActionSpace,
+                      observation_space: gym.Space, env_id: str, logdir: str) -> Optional[str]:
+    """A run's final policy as `<logdir>/saved_model`; None (with a warning) if unsupported."""
+    try:
+        return export_policy(core, action_space, observation_space, env_id,
+                             os.path.join(logdir, 'saved_model'))
+    except ExportError as e:
+        logging.warning('no SavedModel: %s', e)
+        return None
+
+
+def restore_core(logdir: str, checkpoint_path: Optional[str] = None):
     """Rebuilds a run's learner from `<logdir>/run_config.json` and restores a checkpoint.
 
     Returns (core, action space, observation space, env id).
     """
-    from launch import environments, registry, training  # wiring lives in launch
-
-    config_path = os.path.join(logdir, training.RUN_CONFIG)
-    if not os.path.exists(config_path):
-        raise ExportError(f'{logdir!r} has no {training.RUN_CONFIG}: not a run directory')
-    with open(config_path) as f:
-        run = json.load(f)
+    run = rundir.read_run_config(logdir)
+    if run is None:
+        raise ExportError(f'{logdir!r} has no {rundir.RUN_CONFIG}: not a run directory')
     agent = registry.get(run['agent'])
-    config = agent.config_class(**{k: tuple(v) if isinstance(v, list) else v
-                                   for k, v in run['config'].items()})
-    envs = environments.make_vector_env(run['env'], 1, 0,
-                                        reward_weights=registry.reward_weights(config))
-    action_space = environments.check_spaces(run['env'], envs, agent.squash_actions)
-    obs_space = envs.single_observation_space
+    config = configs.from_nested(agent.config_class, run['config'])
+    options = RunOptions(agent=run['agent'], env=run['env'], num_envs=1, logdir=logdir)
+    envs = setup_lib.make_envs(options, config, 1, 0)
+    setup = setup_lib.make_setup(options, config, envs)
     envs.close()
-    core, learner = training.build_agent(agent, obs_space, action_space, config)
+    learner = setup_lib.make_learner(setup)
     checkpoint_path = checkpoint_path or tf.train.latest_checkpoint(
-        os.path.join(logdir, 'checkpoints'))
+        os.path.join(logdir, rundir.CHECKPOINTS))
     if not checkpoint_path:
-        raise ExportError(f'no checkpoint in {logdir!r}/checkpoints')
+        raise ExportError(f'no checkpoint in {logdir!r}/{rundir.CHECKPOINTS}')
+    checkpoint = tf.train.Checkpoint(learner=learner)
     try:
-        tf.train.Checkpoint(learner=learner).restore(checkpoint_path).expect_partial()
+        checkpoint.restore(checkpoint_path).expect_partial()
     except (tf.errors.OpError, ValueError, AssertionError) as e:
-        raise ExportError(f'cannot restore {checkpoint_path}: {str(e).splitlines()[0]}') from None
-    return core, action_space, obs_space, run['env']
+        raise ExportError(f'cannot restore {checkpoint_path}: {rundir.describe(e)}') from None
+    return learner.core, setup.action_space, setup.observation_space, run['env']
 
 
 def main(argv):
@@ -210,7 +221,7 @@ def main(argv):
     try:
         core, action_space, obs_space, env_id = restore_core(FLAGS.logdir, FLAGS.checkpoint)
         path = export_policy(core, action_space, obs_space, env_id, FLAGS.output)
-    except ValueError as e:
+    except (ValueError, rundir.TrainingError) as e:
         print(f'error: {e}', file=sys.stderr)
         sys.exit(1)
     print(path)

@@ -6,6 +6,7 @@ input ends with one line on stderr and exit status 1.
 
 import os
 import sys
+from typing import Any, Tuple
 
 # Runnable as a script from a checkout as well as installed.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -13,14 +14,16 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 from absl import app, flags, logging  # noqa: E402
 
-from launch import config_flags, environments, launcher, registry, roles, training  # noqa: E402
+from agents import registry  # noqa: E402
+from launch import config_flags, environments, inprocess, launcher, rundir, roles  # noqa: E402
+from launch.options import RunOptions  # noqa: E402
 from replay import connection  # noqa: E402
 
 ROLES = ('replay', 'learner', 'actor')
 LAUNCHERS = ('inprocess', 'multiprocess')
 
 flags.DEFINE_string('agent', 'clear', f'agent to train: one of {sorted(registry.AGENTS)}')
-_DEFAULTS = training.RunOptions()
+_DEFAULTS = RunOptions()
 flags.DEFINE_string('env', _DEFAULTS.env, 'any gymnasium environment id (or module:Env-v0)')
 
 
@@ -59,38 +62,51 @@ flags.DEFINE_float('reconnect_timeout_s', 120.0,
                    'seconds a role waits for a lost replay server before it gives up')
 flags.DEFINE_float('replay_checkpoint_interval_s', 60.0,
                    'seconds between checkpoints of the replay tables (--role=replay)')
-config_flags.define_flags([a.config_class for a in registry.AGENTS.values()])
+AGENT_CONFIGS = {name: a.config_class for name, a in registry.AGENTS.items()}
+config_flags.define_flags(AGENT_CONFIGS)
 FLAGS = flags.FLAGS
+
+
+def resolve() -> Tuple[RunOptions, Any]:
+    """The run's options and the agent's config from the parsed flags.
+
+    Raises ValueError (one line) for unknown roles or launchers, a flag of
+    another agent, or a value an options or config check refuses.
+    """
+    if FLAGS.role and FLAGS.role not in ROLES:
+        raise ValueError(f'unknown --role={FLAGS.role!r}; choose one of {list(ROLES)}')
+    if FLAGS.launcher not in LAUNCHERS:
+        raise ValueError(f'unknown --launcher={FLAGS.launcher!r}; '
+                         f'choose one of {list(LAUNCHERS)}')
+    if FLAGS.role in ('learner', 'actor') and not FLAGS.replay_address:
+        raise ValueError(f'--role={FLAGS.role} needs --replay_address=host:port')
+    agent = registry.get(FLAGS.agent)
+    config = config_flags.config_from_flags(FLAGS.agent, AGENT_CONFIGS)
+    per_agent = {name: getattr(FLAGS, name) for name in ('num_envs', 'num_steps', 'eval_episodes')}
+    options = RunOptions(
+        agent=FLAGS.agent, env=FLAGS.env, seed=FLAGS.seed, logdir=FLAGS.logdir,
+        target_return=FLAGS.target_return, log_interval_s=FLAGS.log_interval_s,
+        checkpoint_interval_s=FLAGS.checkpoint_interval_s,
+        **{**agent.run_defaults, **{k: v for k, v in per_agent.items() if v is not None}})
+    return options, config
 
 
 def main(argv):
     del argv
     logging.set_verbosity(logging.INFO)
     try:
-        if FLAGS.role and FLAGS.role not in ROLES:
-            raise ValueError(f'unknown --role={FLAGS.role!r}; choose one of {list(ROLES)}')
-        if FLAGS.launcher not in LAUNCHERS:
-            raise ValueError(f'unknown --launcher={FLAGS.launcher!r}; '
-                             f'choose one of {list(LAUNCHERS)}')
-        if FLAGS.role in ('learner', 'actor') and not FLAGS.replay_address:
-            raise ValueError(f'--role={FLAGS.role} needs --replay_address=host:port')
-        agent = registry.get(FLAGS.agent)
-        config = config_flags.config_from_flags(agent.config_class)
-        per_agent = {name: getattr(FLAGS, name) for name in ('num_envs', 'num_steps',
-                                                            'eval_episodes')}
-        options = training.RunOptions(
-            agent=FLAGS.agent, env=FLAGS.env, seed=FLAGS.seed, logdir=FLAGS.logdir,
-            target_return=FLAGS.target_return, log_interval_s=FLAGS.log_interval_s,
-            checkpoint_interval_s=FLAGS.checkpoint_interval_s,
-            **{**agent.run_defaults, **{k: v for k, v in per_agent.items() if v is not None}})
+        options, config = resolve()
+        rundir.check_logdir(options.logdir)
+        # Roles first: the launcher hands its own flags (a preset's
+        # --launcher=multiprocess included) to the roles it starts.
         if FLAGS.role:
             run_role(options, config)
             return
         if FLAGS.launcher == 'multiprocess':
             sys.exit(launcher.run(sys.argv[1:], FLAGS.num_actors, FLAGS.replay_port,
                                   FLAGS.connect_timeout_s))
-        summary = training.train(options, config)
-    except (registry.UnknownAgentError, environments.EnvironmentSetupError, training.TrainingError,
+        summary = inprocess.train(options, config)
+    except (registry.UnknownAgentError, environments.EnvironmentSetupError, rundir.TrainingError,
             connection.ServerUnavailableError, ValueError) as e:
         print(f'error: {e}', file=sys.stderr)
         sys.exit(1)
@@ -99,7 +115,7 @@ def main(argv):
                  summary['eval_episodes'], summary['env_steps'], summary['wall_time_s'])
 
 
-def run_role(options: training.RunOptions, config) -> None:
+def run_role(options: RunOptions, config) -> None:
     stop = roles.stop_on_signals()
     if FLAGS.role == 'replay':
         roles.run_replay(options, config, FLAGS.replay_port, FLAGS.replay_checkpoint_interval_s,
@@ -109,7 +125,7 @@ def run_role(options: training.RunOptions, config) -> None:
                           FLAGS.reconnect_timeout_s, stop)
         # Checkpoint, summary and SavedModel are written; exiting through Python's
         # teardown would close a data stream the server may hold blocked for up to
-        # the data timeout (see `training.LearnerRun.close_data`).
+        # the data timeout (see `launch.learner_loop.LearnerRun.close_data`).
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)

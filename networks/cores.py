@@ -1,11 +1,21 @@
-"""The actor-critic core: torso -> [prev action, prev reward] -> LSTM -> heads.
+"""The actor-critic core, built from parts: torso -> previous step -> memory -> heads.
 
-One module serves the actors (`__call__`, one step for a batch of
-environments) and the learner (`unroll`, `[T, B]` sequences). Both reset the
-recurrent state, and zero the previous action and reward, wherever `first` is
-true, so an episode may start anywhere inside a sequence. With
-`lstm_size=0` the core is feed-forward with the same interface; its state is
-an empty tuple.
+- torso: an optional `RunningNormalizer` (vector observations), then the
+  `ObservationTorso` that embeds the observation nest into features `[N, F]`;
+- previous step (optional, `PreviousStep`): the previous action and reward
+  appended to the features;
+- memory (optional, `LSTMMemory`): an LSTM; without it the core is
+  feed-forward with the same interface, and its state is an empty tuple;
+- heads, all reading the memory's output (`AgentOutput.features`): the policy
+  (`PolicyHead`, always), and optionally a baseline (`BaselineHead`), Q values
+  (`QHead`) and an advantage A(x, a) (`AdvantageHead`).
+
+`ActorCriticCore.parts` lists them (`CoreParts`), which is how
+`networks.numpy_core` builds its mirror. One module serves the actors
+(`__call__`, one step for a batch of environments) and the learner (`unroll`,
+`[T, B]` sequences). Both reset the recurrent state, and zero the previous
+action and reward, wherever `first` is true, so an episode may start anywhere
+inside a sequence.
 """
 
 from typing import Any, NamedTuple, Optional, Sequence, Tuple
@@ -16,7 +26,7 @@ import tensorflow as tf
 
 from networks.distributions import ActionSpace, UnsupportedSpaceError
 from networks.normalizer import RunningNormalizer
-from networks.observations import ObservationTorso
+from networks.observations import ObservationTorso, observation_spec
 
 
 class CoreInputs(NamedTuple):
@@ -42,6 +52,119 @@ def _merge(x: tf.Tensor) -> tf.Tensor:
 def _split(x: tf.Tensor, t_b: tf.Tensor) -> tf.Tensor:
     """[T * B, ...] -> [T, B, ...]."""
     return tf.reshape(x, tf.concat([t_b, tf.shape(x)[1:]], 0))
+
+
+# --- the parts ----------------------------------------------------------------
+#
+# Each part subclasses the Sonnet module that holds its variables (not a
+# wrapper around it), so variable names stay `<core>/policy_head/w:0` and so on.
+
+class PreviousStep(snt.Module):
+    """Appends the previous action and reward to the features (no variables).
+
+    Both are zeroed where `first` is true: they belong to the previous episode.
+    """
+
+    def __init__(self, action_space: ActionSpace, name: str = 'previous_step'):
+        super().__init__(name=name)
+        self.action_space = action_space
+
+    def __call__(self, features: tf.Tensor, prev_action: Tuple[tf.Tensor, ...],
+                 prev_reward: tf.Tensor, first: tf.Tensor) -> tf.Tensor:
+        """features `[N, F]`, per-leaf prev_action `[N]` / `[N, d]`, prev_reward and
+        first `[N]` -> `[N, F + encoding_size + 1]`."""
+        keep = 1.0 - tf.cast(first, tf.float32)[:, None]
+        prev_action = self.action_space.encode(prev_action) * keep
+        prev_reward = tf.cast(prev_reward, tf.float32)[:, None] * keep
+        return tf.concat([features, prev_action, prev_reward], -1)
+
+
+class LSTMMemory(snt.LSTM):
+    """An LSTM whose state restarts from `initial_state` wherever `first` is true."""
+
+    def __init__(self, hidden_size: int, name: str = 'lstm'):
+        super().__init__(hidden_size, name=name)
+        self.hidden_size = hidden_size
+
+    def _reset(self, first: tf.Tensor, state: snt.LSTMState) -> snt.LSTMState:
+        initial = self.initial_state(tf.shape(first)[0])
+        return tf.nest.map_structure(
+            lambda s, i: tf.where(first[:, None], i, s), state, initial)
+
+    def step(self, x: tf.Tensor, first: tf.Tensor, state: snt.LSTMState
+             ) -> Tuple[tf.Tensor, snt.LSTMState]:
+        """x `[B, E]`, first `[B]` -> (output `[B, H]`, state)."""
+        return self(x, self._reset(first, state))
+
+    def unroll(self, x: tf.Tensor, first: tf.Tensor, state: snt.LSTMState
+               ) -> Tuple[tf.Tensor, snt.LSTMState]:
+        """x `[T, B, E]`, first `[T, B]` -> (outputs `[T, B, H]`, final state)."""
+        # A while loop (not a Python loop) keeps the traced graph small: tracing
+        # time does not grow with T.
+        num_steps = tf.shape(x)[0]
+        outputs = tf.TensorArray(tf.float32, size=num_steps)
+
+        def body(t, state, outputs):
+            out, state = self.step(x[t], first[t], state)
+            return t + 1, state, outputs.write(t, out)
+
+        _, state, outputs = tf.while_loop(
+            lambda t, *_: t < num_steps, body, (0, state, outputs))
+        return outputs.stack(), state
+
+
+class PolicyHead(snt.Linear):
+    """Features `[N, H]` -> per-leaf distribution parameters `[N, param_size]`
+    (log-stds clipped, `ActionSpace.split_params`)."""
+
+    def __init__(self, action_space: ActionSpace, name: str = 'policy_head'):
+        # Small initial weights: the first policy is close to uniform / zero-mean.
+        super().__init__(sum(action_space.param_sizes),
+                         w_init=snt.initializers.Orthogonal(0.01), name=name)
+        self.action_space = action_space
+
+    def __call__(self, features: tf.Tensor) -> Tuple[tf.Tensor, ...]:
+        return self.action_space.split_params(super().__call__(features))
+
+
+class BaselineHead(snt.Linear):
+    """Features `[N, H]` -> the state value `[N]`."""
+
+    def __init__(self, name: str = 'baseline_head'):
+        super().__init__(1, name=name)
+
+    def __call__(self, features: tf.Tensor) -> tf.Tensor:
+        return tf.squeeze(super().__call__(features), -1)
+
+
+class QHead(snt.Linear):
+    """Features `[N, H]` -> one value per discrete action `[N, num_values]` (ACER)."""
+
+    def __init__(self, num_values: int, name: str = 'q_head'):
+        super().__init__(num_values, name=name)
+
+
+class AdvantageHead(snt.nets.MLP):
+    """A(x, a) of a stochastic dueling network (ACER, continuous actions):
+    features `[N, H]`, action `[N, d]` -> `[N]`."""
+
+    def __init__(self, hidden_sizes: Sequence[int], name: str = 'advantage_head'):
+        super().__init__(list(hidden_sizes) + [1], name=name)
+
+    def __call__(self, features: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
+        return tf.squeeze(super().__call__(tf.concat([features, action], -1)), -1)
+
+
+class CoreParts(NamedTuple):
+    """An `ActorCriticCore`'s parts in the order data flows through them; None: absent."""
+    normalizer: Optional[RunningNormalizer]  # torso: standardises a vector observation
+    torso: ObservationTorso  # torso: observation nest `[N, ...]` -> features `[N, F]`
+    previous_step: Optional[PreviousStep]  # + previous action and reward
+    memory: Optional[LSTMMemory]  # None: feed-forward
+    policy_head: PolicyHead
+    baseline_head: Optional[BaselineHead]
+    q_head: Optional[QHead]
+    advantage_head: Optional[AdvantageHead]
 
 
 class ActorCriticCore(snt.RNNCore):
@@ -71,7 +194,8 @@ class ActorCriticCore(snt.RNNCore):
         self._action_space = action_space
         self.observation_space = observation_space
         self.condition_on_previous = condition_on_previous
-        self._torso = ObservationTorso(observation_space, torso, hidden_sizes)
+        # The attribute names below are the checkpoints' object paths.
+        # Torso.
         self._normalizer = None
         if normalize_observations:
             if not (isinstance(observation_space, gym.spaces.Box)
@@ -81,14 +205,28 @@ class ActorCriticCore(snt.RNNCore):
                     f'{observation_space}')
             self._normalizer = RunningNormalizer(int(observation_space.shape[0]),
                                                  name='observation_normalizer')
-        self._lstm = snt.LSTM(lstm_size) if lstm_size > 0 else None
-        self._policy_head = snt.Linear(
-            sum(action_space.param_sizes), w_init=snt.initializers.Orthogonal(0.01),
-            name='policy_head')
-        self._baseline_head = snt.Linear(1, name='baseline_head') if baseline else None
-        self._q_head = snt.Linear(num_q_values, name='q_head') if num_q_values else None
-        self._advantage_net = (None if advantage_hidden_sizes is None else snt.nets.MLP(
-            list(advantage_hidden_sizes) + [1], name='advantage_head'))
+        self._torso = ObservationTorso(observation_space, torso, hidden_sizes)
+        # Conditioning on the previous step.
+        self._previous_step = PreviousStep(action_space) if condition_on_previous else None
+        # Memory.
+        self._lstm = LSTMMemory(lstm_size) if lstm_size > 0 else None
+        # Heads.
+        self._policy_head = PolicyHead(action_space)
+        self._baseline_head = BaselineHead() if baseline else None
+        self._q_head = QHead(num_q_values) if num_q_values else None
+        self._advantage_net = (None if advantage_hidden_sizes is None
+                               else AdvantageHead(advantage_hidden_sizes))
+
+    @property
+    def parts(self) -> CoreParts:
+        return CoreParts(normalizer=self._normalizer, torso=self._torso,
+                         previous_step=self._previous_step, memory=self._lstm,
+                         policy_head=self._policy_head, baseline_head=self._baseline_head,
+                         q_head=self._q_head, advantage_head=self._advantage_net)
+
+    @property
+    def action_space(self) -> ActionSpace:
+        return self._action_space
 
     @property
     def has_advantage_head(self) -> bool:
@@ -103,21 +241,21 @@ class ActorCriticCore(snt.RNNCore):
     def recurrent(self) -> bool:
         return self._lstm is not None
 
-    def numpy_parts(self) -> Optional[dict]:
-        """The variables of each stage, for `networks.numpy_core`; None when the
-        torso is not an MLP over one vector observation."""
-        torso = self._torso.vector_mlp_layers()
-        if torso is None:
-            return None
-        # snt.LSTM keeps its weights in `_w_i`, `_w_h` (no public names).
-        lstm = None if self._lstm is None else (
-            self._lstm._w_i, self._lstm._w_h, self._lstm.b)
-        return {'torso': torso, 'lstm': lstm,
-                'policy_head': (self._policy_head.w, self._policy_head.b),
-                'baseline_head': (None if self._baseline_head is None
-                                  else (self._baseline_head.w, self._baseline_head.b)),
-                'normalizer': (None if self._normalizer is None
-                               else (self._normalizer.mean, self._normalizer.variance))}
+    def create_variables(self) -> None:
+        """Builds every variable (Sonnet builds lazily): one unroll of `[T=2, B=1]`
+        zeros, and one call of the advantage head when there is one."""
+        def zeros(spec: tf.TensorSpec) -> tf.Tensor:
+            return tf.zeros([2, 1] + spec.shape.as_list(), spec.dtype)
+
+        action_specs = self._action_space.action_specs()
+        inputs = CoreInputs(
+            observation=tf.nest.map_structure(zeros, observation_spec(self.observation_space)),
+            prev_action=tuple(zeros(s) for s in action_specs),
+            prev_reward=tf.zeros([2, 1], tf.float32),
+            first=tf.zeros([2, 1], tf.bool))
+        outputs, _ = self.unroll(inputs, self.initial_state(1))
+        if self.has_advantage_head:
+            self.advantage(outputs.features[0], inputs.prev_action[0][0])
 
     def normalize_observation(self, observation: Any) -> Any:
         """The observation the torso sees (standardised when the core normalises)."""
@@ -134,22 +272,19 @@ class ActorCriticCore(snt.RNNCore):
         return self._lstm.initial_state(batch_size)
 
     def _embed(self, inputs: CoreInputs) -> tf.Tensor:
-        """Per-row embedding, `[N, ...]` -> `[N, F + A + 1]` (`[N, F]` without the
-        previous action and reward)."""
-        features = self._torso(self.normalize_observation(inputs.observation))
-        if not self.condition_on_previous:
-            return features
-        keep = 1.0 - tf.cast(inputs.first, tf.float32)[:, None]
-        prev_action = self._action_space.encode(inputs.prev_action) * keep
-        prev_reward = tf.cast(inputs.prev_reward, tf.float32)[:, None] * keep
-        return tf.concat([features, prev_action, prev_reward], -1)
+        """Torso and previous step, per row: `[N, ...]` -> `[N, E]`."""
+        x = self._torso(self.normalize_observation(inputs.observation))
+        if self._previous_step is not None:
+            x = self._previous_step(x, inputs.prev_action, inputs.prev_reward, inputs.first)
+        return x
 
     def _heads(self, x: tf.Tensor) -> AgentOutput:
-        params = self._action_space.split_params(self._policy_head(x))
-        q_values = (self._q_head(x) if self._q_head is not None
-                    else tf.zeros([tf.shape(x)[0], 0], tf.float32))
-        baseline = (tf.squeeze(self._baseline_head(x), -1) if self._baseline_head is not None
-                    else tf.zeros([tf.shape(x)[0]], tf.float32))
+        """The heads on the memory's output `[N, H]`."""
+        batch = tf.shape(x)[0]
+        params = self._policy_head(x)
+        q_values = self._q_head(x) if self._q_head is not None else tf.zeros([batch, 0])
+        baseline = (self._baseline_head(x) if self._baseline_head is not None
+                    else tf.zeros([batch], tf.float32))
         return AgentOutput(params, baseline, q_values, x)
 
     def advantage(self, features: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
@@ -159,43 +294,27 @@ class ActorCriticCore(snt.RNNCore):
         """
         if self._advantage_net is None:
             raise ValueError('this core was built without an advantage head')
-        return tf.squeeze(self._advantage_net(tf.concat([features, action], -1)), -1)
-
-    def _reset(self, first: tf.Tensor, state: Any) -> Any:
-        initial = self.initial_state(tf.shape(first)[0])
-        return tf.nest.map_structure(
-            lambda s, i: tf.where(first[:, None], i, s), state, initial)
+        return self._advantage_net(features, action)
 
     def __call__(self, inputs: CoreInputs, prev_state: Any) -> Tuple[AgentOutput, Any]:
         """One step for a batch: inputs `[B, ...]` -> (outputs `[B, ...]`, state)."""
         x = self._embed(inputs)
         state = prev_state
         if self._lstm is not None:
-            x, state = self._lstm(x, self._reset(inputs.first, prev_state))
+            x, state = self._lstm.step(x, inputs.first, prev_state)
         return self._heads(x), state
 
     def unroll(self, inputs: CoreInputs, initial_state: Any) -> Tuple[AgentOutput, Any]:
         """Sequences: inputs `[T, B, ...]` -> (outputs `[T, B, ...]`, final state).
 
-        The torso and heads run once over all `T * B` rows; only the LSTM
+        The torso and heads run once over all `T * B` rows; only the memory
         steps through time.
         """
         t_b = tf.shape(inputs.first)[:2]
         x = self._embed(tf.nest.map_structure(_merge, inputs))  # [T * B, E]
         state = initial_state
         if self._lstm is not None:
-            x = _split(x, t_b)  # [T, B, E]
-            # A while loop (not a Python loop) keeps the traced graph small:
-            # tracing time no longer grows with T.
-            num_steps = tf.shape(x)[0]
-            outputs = tf.TensorArray(tf.float32, size=num_steps)
-
-            def body(t, state, outputs):
-                out, state = self._lstm(x[t], self._reset(inputs.first[t], state))
-                return t + 1, state, outputs.write(t, out)
-
-            _, state, outputs = tf.while_loop(
-                lambda t, *_: t < num_steps, body, (0, state, outputs))
-            x = _merge(outputs.stack())  # [T * B, H]
+            outputs, state = self._lstm.unroll(_split(x, t_b), inputs.first, state)
+            x = _merge(outputs)  # [T * B, H]
         out = self._heads(x)
         return tf.nest.map_structure(lambda y: _split(y, t_b), out), state

@@ -1,16 +1,17 @@
 """Action distributions over a nest of gymnasium action spaces.
 
 A gymnasium action space is flattened into *leaves*, each one independent
-distribution:
+distribution and one instance of a `Leaf` subclass, which implements that
+kind's behaviour (sizes, specs, log-probability, sampling, env conversion):
 
-- `Discrete(n)` -> one categorical leaf with `n` logits;
-- `MultiDiscrete(nvec)` -> one categorical leaf per element of `nvec`
+- `Discrete(n)` -> one `Categorical` leaf with `n` logits;
+- `MultiDiscrete(nvec)` -> one `Categorical` leaf per element of `nvec`
     (several action heads, as with StarCraft-style actions);
-- `Box(shape)` -> one diagonal-Gaussian leaf over `prod(shape)` dimensions,
+- `Box(shape)` -> one `Gaussian` (diagonal) leaf over `prod(shape)` dimensions,
     parameterised by `[mean, log_std]` concatenated on the last axis; with
-    `squash=True` (SAC) a tanh-squashed Gaussian instead: actions live in
-    `[-1, 1]` inside the library and are rescaled to the Box bounds by
-    `to_env` (the bounds must be finite);
+    `squash=True` (SAC) a `TanhGaussian` instead: actions live in `[-1, 1]`
+    inside the library and are rescaled to the Box bounds by `to_env` (the
+    bounds must be finite);
 - `Tuple` / `Dict` -> the leaves of their members, in gymnasium's order.
 
 Inside the library an action is a tuple with one tensor per leaf (`[...]`
@@ -23,6 +24,7 @@ nest the environment expects.
 """
 
 import dataclasses
+import itertools
 import math
 from typing import Any, List, Sequence, Tuple
 
@@ -40,27 +42,234 @@ class UnsupportedSpaceError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Leaf:
-    """One independent part of an action: categorical or diagonal Gaussian."""
-    kind: str  # 'categorical', 'gaussian' or 'tanh_gaussian'
+    """One independent part of an action; each subclass is one kind of distribution.
+
+    A leaf's parameters `p` are `[..., param_size]` and its action `a` is `[...]`
+    int32 (discrete) or `[..., size]` float32. Every method works on any leading
+    shape `[...]` unless it says otherwise.
+    """
     size: int  # number of categories, or number of dimensions
-    offset: int = 0  # gymnasium's `start` for Discrete / MultiDiscrete
+
+    @property
+    def discrete(self) -> bool:
+        """True when actions are category indices (one-hot as a core input)."""
+        return False
 
     @property
     def param_size(self) -> int:
-        return self.size if self.kind == 'categorical' else 2 * self.size
+        raise NotImplementedError
 
     @property
     def encoding_size(self) -> int:
         """Width of the leaf as a core input (one-hot or raw)."""
         return self.size
 
+    def action_spec(self) -> tf.TensorSpec:
+        """The spec of one action (no batch dimension)."""
+        raise NotImplementedError
+
+    def clip_params(self, p: tf.Tensor) -> tf.Tensor:
+        """The policy head's raw output `[..., param_size]` made valid (same shape)."""
+        return p
+
+    def log_prob(self, p: tf.Tensor, a: tf.Tensor) -> tf.Tensor:
+        """Log-probability (density) of `a`: `[...]`."""
+        raise NotImplementedError
+
+    def entropy(self, p: tf.Tensor) -> tf.Tensor:
+        """Closed-form entropy: `[...]`."""
+        raise NotImplementedError
+
+    def kl_divergence(self, p: tf.Tensor, q: tf.Tensor) -> tf.Tensor:
+        """Closed-form KL(p || q): `[...]`."""
+        raise NotImplementedError
+
+    def sample(self, p: tf.Tensor) -> tf.Tensor:
+        """One action per row of `p` `[B, param_size]`: `[B]` / `[B, size]`."""
+        raise NotImplementedError
+
+    def mode(self, p: tf.Tensor) -> tf.Tensor:
+        """The most likely action."""
+        raise NotImplementedError
+
+    def encode(self, a: tf.Tensor) -> tf.Tensor:
+        """The action as a core input: `[..., encoding_size]` float32."""
+        raise NotImplementedError
+
+    def sample_uniform(self, batch_size: int, rng: np.random.Generator
+                       ) -> Tuple[np.ndarray, float]:
+        """`batch_size` uniformly random actions (numpy) and their log-density."""
+        raise NotImplementedError
+
+    def to_env(self, a: np.ndarray, space: gym.Space) -> np.ndarray:
+        """Batched actions `[B]` / `[B, size]` -> the environment's values for this
+        leaf; `space` is the gymnasium space the leaf was flattened from."""
+        raise NotImplementedError
+
+    def from_env(self, a: np.ndarray, space: gym.Space) -> np.ndarray:
+        """The inverse of `to_env` for one leaf's batched values."""
+        raise NotImplementedError
+
+
+@dataclasses.dataclass(frozen=True)
+class Categorical(Leaf):
+    """`size` logits; actions are indices in `[0, size)`, `offset` added in the env."""
+    offset: int = 0  # gymnasium's `start` for Discrete / MultiDiscrete
+
+    @property
+    def discrete(self) -> bool:
+        return True
+
+    @property
+    def param_size(self) -> int:
+        return self.size
+
+    def action_spec(self) -> tf.TensorSpec:
+        return tf.TensorSpec([], tf.int32)
+
+    def log_prob(self, p: tf.Tensor, a: tf.Tensor) -> tf.Tensor:
+        logp = tf.nn.log_softmax(p)
+        return tf.gather(logp, tf.cast(a, tf.int32), batch_dims=len(a.shape))
+
+    def entropy(self, p: tf.Tensor) -> tf.Tensor:
+        logp = tf.nn.log_softmax(p)
+        return -tf.reduce_sum(tf.exp(logp) * logp, -1)
+
+    def kl_divergence(self, p: tf.Tensor, q: tf.Tensor) -> tf.Tensor:
+        logp, logq = tf.nn.log_softmax(p), tf.nn.log_softmax(q)
+        return tf.reduce_sum(tf.exp(logp) * (logp - logq), -1)
+
+    def sample(self, p: tf.Tensor) -> tf.Tensor:
+        return tf.random.categorical(p, 1, dtype=tf.int32)[:, 0]
+
+    def mode(self, p: tf.Tensor) -> tf.Tensor:
+        return tf.argmax(p, -1, output_type=tf.int32)
+
+    def encode(self, a: tf.Tensor) -> tf.Tensor:
+        return tf.one_hot(a, self.size)
+
+    def sample_uniform(self, batch_size: int, rng: np.random.Generator
+                       ) -> Tuple[np.ndarray, float]:
+        return rng.integers(0, self.size, batch_size).astype(np.int32), -math.log(self.size)
+
+    def to_env(self, a: np.ndarray, space: gym.Space) -> np.ndarray:
+        return np.asarray(a) + self.offset
+
+    def from_env(self, a: np.ndarray, space: gym.Space) -> np.ndarray:
+        return (np.asarray(a) - self.offset).astype(np.int32)
+
+
+@dataclasses.dataclass(frozen=True)
+class _DiagonalGaussian(Leaf):
+    """What both Gaussian kinds share: params `[..., 2 size]` = (mean, log-std)."""
+
+    @property
+    def param_size(self) -> int:
+        return 2 * self.size
+
+    def action_spec(self) -> tf.TensorSpec:
+        return tf.TensorSpec([self.size], tf.float32)
+
+    def clip_params(self, p: tf.Tensor) -> tf.Tensor:
+        """Clips the log-std to [LOG_STD_MIN, LOG_STD_MAX]; the mean is left as it is."""
+        mean, log_std = tf.split(p, 2, axis=-1)
+        return tf.concat([mean, tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)], -1)
+
+    def _sample_unsquashed(self, p: tf.Tensor) -> tf.Tensor:
+        mean, log_std = tf.split(p, 2, axis=-1)
+        return mean + tf.exp(log_std) * tf.random.normal(tf.shape(mean))
+
+    def encode(self, a: tf.Tensor) -> tf.Tensor:
+        return tf.cast(a, tf.float32)
+
+
+@dataclasses.dataclass(frozen=True)
+class Gaussian(_DiagonalGaussian):
+    """A diagonal Gaussian over `size` unbounded dimensions (clipped to the Box in `to_env`)."""
+
+    def log_prob(self, p: tf.Tensor, a: tf.Tensor) -> tf.Tensor:
+        return gaussian_log_prob(p, a)
+
+    def entropy(self, p: tf.Tensor) -> tf.Tensor:
+        _, log_std = tf.split(p, 2, axis=-1)
+        return tf.reduce_sum(log_std + 0.5 * math.log(2 * math.pi * math.e), -1)
+
+    def kl_divergence(self, p: tf.Tensor, q: tf.Tensor) -> tf.Tensor:
+        mp, lsp = tf.split(p, 2, axis=-1)
+        mq, lsq = tf.split(q, 2, axis=-1)
+        return tf.reduce_sum(
+            lsq - lsp + (tf.exp(2 * lsp) + tf.square(mp - mq)) / (2 * tf.exp(2 * lsq)) - 0.5,
+            -1)
+
+    def sample(self, p: tf.Tensor) -> tf.Tensor:
+        return self._sample_unsquashed(p)
+
+    def mode(self, p: tf.Tensor) -> tf.Tensor:
+        return tf.split(p, 2, axis=-1)[0]
+
+    def sample_uniform(self, batch_size: int, rng: np.random.Generator
+                       ) -> Tuple[np.ndarray, float]:
+        raise ValueError('uniform actions need bounded (squashed) continuous leaves')
+
+    def to_env(self, a: np.ndarray, space: gym.Space) -> np.ndarray:
+        # Clipped here only: the stored action keeps the unclipped sample, whose
+        # log-probability the learner needs.
+        a = np.asarray(a).reshape((-1,) + space.shape)
+        return np.clip(a, space.low, space.high).astype(space.dtype)
+
+    def from_env(self, a: np.ndarray, space: gym.Space) -> np.ndarray:
+        a = np.asarray(a, np.float32)
+        return a.reshape(len(a), -1)
+
+
+@dataclasses.dataclass(frozen=True)
+class TanhGaussian(_DiagonalGaussian):
+    """tanh of a diagonal Gaussian (SAC): actions in (-1, 1), rescaled to the Box's
+    finite bounds in `to_env`. No closed-form entropy or KL divergence."""
+
+    def log_prob(self, p: tf.Tensor, a: tf.Tensor) -> tf.Tensor:
+        # The pre-squash sample, recovered from the stored action in (-1, 1).
+        u = tf.atanh(tf.clip_by_value(a, -1.0 + 1e-6, 1.0 - 1e-6))
+        return gaussian_log_prob(p, u) - tanh_log_det(u)
+
+    def _no_closed_form(self, what: str) -> ValueError:
+        return ValueError(f'a tanh-squashed Gaussian has no closed-form {what}; '
+                          'estimate it from samples (sample_squashed)')
+
+    def entropy(self, p: tf.Tensor) -> tf.Tensor:
+        raise self._no_closed_form('entropy')
+
+    def kl_divergence(self, p: tf.Tensor, q: tf.Tensor) -> tf.Tensor:
+        raise self._no_closed_form('KL divergence')
+
+    def sample(self, p: tf.Tensor) -> tf.Tensor:
+        return tf.tanh(self._sample_unsquashed(p))
+
+    def mode(self, p: tf.Tensor) -> tf.Tensor:
+        return tf.tanh(tf.split(p, 2, axis=-1)[0])
+
+    def sample_uniform(self, batch_size: int, rng: np.random.Generator
+                       ) -> Tuple[np.ndarray, float]:
+        actions = rng.uniform(-1.0, 1.0, (batch_size, self.size)).astype(np.float32)
+        return actions, -self.size * math.log(2.0)
+
+    def to_env(self, a: np.ndarray, space: gym.Space) -> np.ndarray:
+        a = np.asarray(a).reshape((-1,) + space.shape)
+        a = from_unit_interval(np.clip(a, -1.0, 1.0), space.low, space.high)
+        return np.clip(a, space.low, space.high).astype(space.dtype)
+
+    def from_env(self, a: np.ndarray, space: gym.Space) -> np.ndarray:
+        a = to_unit_interval(np.asarray(a, np.float32), space.low, space.high)
+        a = a.astype(np.float32)
+        return a.reshape(len(a), -1)
+
 
 def _leaves(space: gym.Space, path: str, squash: bool = False) -> List[Leaf]:
     if isinstance(space, gym.spaces.Discrete):
-        return [Leaf('categorical', int(space.n), int(space.start))]
+        return [Categorical(int(space.n), int(space.start))]
     if isinstance(space, gym.spaces.MultiDiscrete):
         nvec, start = np.asarray(space.nvec).ravel(), np.asarray(space.start).ravel()
-        return [Leaf('categorical', int(n), int(s)) for n, s in zip(nvec, start)]
+        return [Categorical(int(n), int(s)) for n, s in zip(nvec, start)]
     if isinstance(space, gym.spaces.Box):
         if not np.issubdtype(space.dtype, np.floating):
             raise UnsupportedSpaceError(
@@ -70,7 +279,8 @@ def _leaves(space: gym.Space, path: str, squash: bool = False) -> List[Leaf]:
             raise UnsupportedSpaceError(
                     f'action space{path} {space} has infinite bounds; a squashed (tanh) '
                     'policy needs finite ones')
-        return [Leaf('tanh_gaussian' if squash else 'gaussian', int(np.prod(space.shape)))]
+        size = int(np.prod(space.shape))
+        return [TanhGaussian(size) if squash else Gaussian(size)]
     if isinstance(space, gym.spaces.Tuple):
         return [l for i, s in enumerate(space.spaces)
                 for l in _leaves(s, f'{path}[{i}]', squash)]
@@ -83,7 +293,11 @@ def _leaves(space: gym.Space, path: str, squash: bool = False) -> List[Leaf]:
 
 
 class ActionSpace:
-    """The flat leaves of a gymnasium action space, and distributions over them."""
+    """The flat leaves of a gymnasium action space, and distributions over them.
+
+    Each method applies the leaves' own methods in order and sums (log-probability,
+    entropy, KL) or collects (everything else) the per-leaf results.
+    """
 
     def __init__(self, space: gym.Space, squash: bool = False):
         self.space = space
@@ -102,12 +316,11 @@ class ActionSpace:
 
     @property
     def is_discrete(self) -> bool:
-        return all(l.kind == 'categorical' for l in self.leaves)
+        return all(l.discrete for l in self.leaves)
 
     def action_specs(self) -> Tuple[tf.TensorSpec, ...]:
         """Per-leaf spec of one action (no batch dimension)."""
-        return tuple(tf.TensorSpec([], tf.int32) if l.kind == 'categorical'
-                                  else tf.TensorSpec([l.size], tf.float32) for l in self.leaves)
+        return tuple(l.action_spec() for l in self.leaves)
 
     def param_specs(self) -> Tuple[tf.TensorSpec, ...]:
         return tuple(tf.TensorSpec([l.param_size], tf.float32) for l in self.leaves)
@@ -117,95 +330,44 @@ class ActionSpace:
     def split_params(self, flat_params: tf.Tensor) -> Tuple[tf.Tensor, ...]:
         """`[..., sum(param_sizes)]` -> per-leaf params; clips Gaussian log-stds."""
         parts = tf.split(flat_params, self.param_sizes, axis=-1)
-        out = []
-        for leaf, p in zip(self.leaves, parts):
-            if leaf.kind != 'categorical':
-                mean, log_std = tf.split(p, 2, axis=-1)
-                p = tf.concat([mean, tf.clip_by_value(log_std, LOG_STD_MIN, LOG_STD_MAX)], -1)
-            out.append(p)
-        return tuple(out)
+        return tuple(leaf.clip_params(p) for leaf, p in zip(self.leaves, parts))
 
     def log_prob(self, params: Sequence[tf.Tensor], actions: Sequence[tf.Tensor]) -> tf.Tensor:
         """Log-probability of `actions` (per-leaf `[...]`), summed over leaves: `[...]`."""
         total = 0.0
         for leaf, p, a in zip(self.leaves, params, actions):
-            if leaf.kind == 'categorical':
-                logp = tf.nn.log_softmax(p)
-                total += tf.gather(logp, tf.cast(a, tf.int32), batch_dims=len(a.shape))
-            elif leaf.kind == 'gaussian':
-                total += gaussian_log_prob(p, a)
-            else:
-                # The pre-squash sample, recovered from the stored action in (-1, 1).
-                u = tf.atanh(tf.clip_by_value(a, -1.0 + 1e-6, 1.0 - 1e-6))
-                total += gaussian_log_prob(p, u) - tanh_log_det(u)
+            total += leaf.log_prob(p, a)
         return total
 
-    def _no_closed_form(self, what: str) -> None:
-        if any(l.kind == 'tanh_gaussian' for l in self.leaves):
-            raise ValueError(f'a tanh-squashed Gaussian has no closed-form {what}; '
-                             'estimate it from samples (sample_squashed)')
-
     def entropy(self, params: Sequence[tf.Tensor]) -> tf.Tensor:
-        """Entropy summed over leaves: `[...]`."""
-        self._no_closed_form('entropy')
+        """Entropy summed over leaves: `[...]`; ValueError for a tanh-squashed leaf."""
         total = 0.0
         for leaf, p in zip(self.leaves, params):
-            if leaf.kind == 'categorical':
-                logp = tf.nn.log_softmax(p)
-                total += -tf.reduce_sum(tf.exp(logp) * logp, -1)
-            else:
-                _, log_std = tf.split(p, 2, axis=-1)
-                total += tf.reduce_sum(log_std + 0.5 * math.log(2 * math.pi * math.e), -1)
+            total += leaf.entropy(p)
         return total
 
     def kl_divergence(self, params_p: Sequence[tf.Tensor],
-                                        params_q: Sequence[tf.Tensor]) -> tf.Tensor:
-        """KL(p || q) summed over leaves: `[...]`."""
-        self._no_closed_form('KL divergence')
+                      params_q: Sequence[tf.Tensor]) -> tf.Tensor:
+        """KL(p || q) summed over leaves: `[...]`; ValueError for a tanh-squashed leaf."""
         total = 0.0
         for leaf, p, q in zip(self.leaves, params_p, params_q):
-            if leaf.kind == 'categorical':
-                logp, logq = tf.nn.log_softmax(p), tf.nn.log_softmax(q)
-                total += tf.reduce_sum(tf.exp(logp) * (logp - logq), -1)
-            else:
-                mp, lsp = tf.split(p, 2, axis=-1)
-                mq, lsq = tf.split(q, 2, axis=-1)
-                total += tf.reduce_sum(
-                        lsq - lsp + (tf.exp(2 * lsp) + tf.square(mp - mq)) / (2 * tf.exp(2 * lsq)) - 0.5,
-                        -1)
+            total += leaf.kl_divergence(p, q)
         return total
 
     def sample(self, params: Sequence[tf.Tensor]) -> Tuple[tf.Tensor, ...]:
         """One action per row: params `[B, ...]` -> per-leaf `[B]` / `[B, d]`."""
-        out = []
-        for leaf, p in zip(self.leaves, params):
-            if leaf.kind == 'categorical':
-                out.append(tf.random.categorical(p, 1, dtype=tf.int32)[:, 0])
-            else:
-                mean, log_std = tf.split(p, 2, axis=-1)
-                u = mean + tf.exp(log_std) * tf.random.normal(tf.shape(mean))
-                out.append(tf.tanh(u) if leaf.kind == 'tanh_gaussian' else u)
-        return tuple(out)
+        return tuple(leaf.sample(p) for leaf, p in zip(self.leaves, params))
 
     def mode(self, params: Sequence[tf.Tensor]) -> Tuple[tf.Tensor, ...]:
         """The most likely action (argmax / mean) per leaf."""
-        out = []
-        for leaf, p in zip(self.leaves, params):
-            if leaf.kind == 'categorical':
-                out.append(tf.argmax(p, -1, output_type=tf.int32))
-            else:
-                mean = tf.split(p, 2, axis=-1)[0]
-                out.append(tf.tanh(mean) if leaf.kind == 'tanh_gaussian' else mean)
-        return tuple(out)
+        return tuple(leaf.mode(p) for leaf, p in zip(self.leaves, params))
 
     def encode(self, actions: Sequence[tf.Tensor]) -> tf.Tensor:
         """Actions as a core input: one-hot categorical leaves, raw Gaussian ones.
 
         Per-leaf `[...]` / `[..., d]` -> `[..., encoding_size]`.
         """
-        parts = [tf.one_hot(a, leaf.size) if leaf.kind == 'categorical'
-                          else tf.cast(a, tf.float32) for leaf, a in zip(self.leaves, actions)]
-        return tf.concat(parts, -1)
+        return tf.concat([leaf.encode(a) for leaf, a in zip(self.leaves, actions)], -1)
 
     def sample_uniform(self, batch_size: int, rng: np.random.Generator
                        ) -> Tuple[Tuple[np.ndarray, ...], np.ndarray]:
@@ -216,14 +378,9 @@ class ActionSpace:
         """
         actions, log_prob = [], 0.0
         for leaf in self.leaves:
-            if leaf.kind == 'categorical':
-                actions.append(rng.integers(0, leaf.size, batch_size).astype(np.int32))
-                log_prob -= math.log(leaf.size)
-            elif leaf.kind == 'tanh_gaussian':
-                actions.append(rng.uniform(-1.0, 1.0, (batch_size, leaf.size)).astype(np.float32))
-                log_prob -= leaf.size * math.log(2.0)
-            else:
-                raise ValueError('uniform actions need bounded (squashed) continuous leaves')
+            action, leaf_log_prob = leaf.sample_uniform(batch_size, rng)
+            actions.append(action)
+            log_prob += leaf_log_prob
         return tuple(actions), np.full([batch_size], log_prob, np.float32)
 
     # --- conversion to and from the environment's nest --------------------
@@ -235,20 +392,19 @@ class ActionSpace:
         keeps the unclipped sample, whose log-probability the learner needs);
         squashed actions in [-1, 1] are rescaled to the bounds.
         """
-        it = iter(actions)
+        it = iter(zip(self.leaves, actions))
 
         def build(space):
             if isinstance(space, gym.spaces.Discrete):
-                return np.asarray(next(it)) + int(space.start)
+                leaf, a = next(it)
+                return leaf.to_env(a, space)
             if isinstance(space, gym.spaces.MultiDiscrete):
-                cols = [np.asarray(next(it)) for _ in range(int(np.prod(space.nvec.shape)))]
-                flat = np.stack(cols, -1) + np.asarray(space.start).ravel()
-                return flat.reshape((-1,) + space.nvec.shape).astype(space.dtype)
+                cols = [leaf.to_env(a, space)
+                        for leaf, a in itertools.islice(it, int(np.prod(space.nvec.shape)))]
+                return np.stack(cols, -1).reshape((-1,) + space.nvec.shape).astype(space.dtype)
             if isinstance(space, gym.spaces.Box):
-                a = np.asarray(next(it)).reshape((-1,) + space.shape)
-                if self.squash:
-                    a = from_unit_interval(np.clip(a, -1.0, 1.0), space.low, space.high)
-                return np.clip(a, space.low, space.high).astype(space.dtype)
+                leaf, a = next(it)
+                return leaf.to_env(a, space)
             if isinstance(space, gym.spaces.Tuple):
                 return tuple(build(s) for s in space.spaces)
             return {k: build(s) for k, s in space.spaces.items()}
@@ -257,19 +413,16 @@ class ActionSpace:
 
     def from_env(self, env_actions: Any) -> Tuple[np.ndarray, ...]:
         """The batched nest of environment actions -> per-leaf numpy actions."""
+        leaves = iter(self.leaves)
         out = []
 
         def walk(space, a):
-            if isinstance(space, gym.spaces.Discrete):
-                out.append((np.asarray(a) - int(space.start)).astype(np.int32))
+            if isinstance(space, (gym.spaces.Discrete, gym.spaces.Box)):
+                out.append(next(leaves).from_env(a, space))
             elif isinstance(space, gym.spaces.MultiDiscrete):
-                a = np.asarray(a).reshape(len(a), -1) - np.asarray(space.start).ravel()
-                out.extend(a[:, i].astype(np.int32) for i in range(a.shape[1]))
-            elif isinstance(space, gym.spaces.Box):
-                a = np.asarray(a, np.float32)
-                if self.squash:
-                    a = to_unit_interval(a, space.low, space.high).astype(np.float32)
-                out.append(a.reshape(len(a), -1))
+                a = np.asarray(a).reshape(len(a), -1)
+                for i in range(a.shape[1]):
+                    out.append(next(leaves).from_env(a[:, i], space))
             elif isinstance(space, gym.spaces.Tuple):
                 for s, x in zip(space.spaces, a):
                     walk(s, x)

@@ -25,6 +25,14 @@ class RunningNormalizer(snt.Module):
         self.mean = tf.Variable(tf.zeros([size]), trainable=False, name='mean')
         self.variance = tf.Variable(tf.ones([size]), trainable=False, name='variance')
 
+    @property
+    def clip(self) -> float:
+        return self._clip
+
+    @property
+    def epsilon(self) -> float:
+        return self._epsilon
+
     def update(self, x: tf.Tensor) -> None:
         """Merges the statistics of `x` `[N, D]` into the running ones."""
         x = tf.cast(x, tf.float32)

@@ -64,8 +64,8 @@ class ObservationTorso(snt.Module):
         self._space = space
         self._spec = observation_spec(space)
         if isinstance(self._spec, tf.TensorSpec) and not isinstance(space, gym.spaces.Discrete):
-            kwargs = {'hidden_sizes': hidden_sizes} if (
-                kind == 'mlp' or (kind == 'auto' and len(self._spec.shape) != 3)) else {}
+            self._kind = torsos.resolve_kind(kind, len(self._spec.shape))
+            kwargs = {'hidden_sizes': hidden_sizes} if self._kind == 'mlp' else {}
             self._net = torsos.make_torso(self._spec.shape, self._spec.dtype, kind, **kwargs)
         else:
             if kind not in ('auto', 'mlp'):
@@ -74,7 +74,22 @@ class ObservationTorso(snt.Module):
                 if len(s.shape) == 3:
                     raise UnsupportedSpaceError(
                         f'image observations inside a Tuple/Dict are not supported: {space}')
+            self._kind = 'mlp'
             self._net = torsos.MLP(hidden_sizes)
+
+    @property
+    def space(self) -> gym.Space:
+        return self._space
+
+    @property
+    def kind(self) -> str:
+        """The torso built: 'mlp', 'nature_cnn' or 'impala_resnet' ('auto' resolved)."""
+        return self._kind
+
+    @property
+    def net(self) -> snt.Module:
+        """The `networks.torsos` module applied to the (flattened) observation."""
+        return self._net
 
     def _flat_vector(self, observation: Any) -> tf.Tensor:
         parts = []
@@ -86,15 +101,6 @@ class ObservationTorso(snt.Module):
                 o = tf.cast(o, tf.float32)
                 parts.append(tf.reshape(o, [tf.shape(o)[0], int(np.prod(o.shape[1:]))]))
         return tf.concat(parts, -1)
-
-    def vector_mlp_layers(self) -> Optional[list]:
-        """The `(w, b)` Linear layers (ReLU after each) when the torso is an MLP over
-        one vector observation, else None (then only the TF path applies)."""
-        if not (isinstance(self._spec, tf.TensorSpec) and isinstance(self._net, torsos.MLP)
-                and isinstance(self._space, gym.spaces.Box)
-                and self._net.activation is tf.nn.relu):
-            return None
-        return [(layer.w, layer.b) for layer in self._net.layers]
 
     def __call__(self, observation: Any) -> tf.Tensor:
         if isinstance(self._spec, tf.TensorSpec) and not isinstance(self._space, gym.spaces.Discrete):

@@ -141,10 +141,7 @@ def make_torso(observation_shape: Sequence[int],
     """
     tf.as_dtype(observation_dtype)  # Raises TypeError on a nonsense dtype.
     rank = len(tuple(observation_shape))
-    if kind not in _KINDS:
-        raise ValueError(f"Unknown torso kind {kind!r}; expected one of {_KINDS}.")
-    if kind == "auto":
-        kind = "nature_cnn" if rank == 3 else "mlp"
+    kind = resolve_kind(kind, rank)
     if kind in _IMAGE_KINDS and rank != 3:
         raise ValueError(f"Torso {kind!r} needs a rank-3 [H, W, C] observation, "
                          f"got shape {tuple(observation_shape)}.")
@@ -153,3 +150,13 @@ def make_torso(observation_shape: Sequence[int],
     if kind == "nature_cnn":
         return NatureCNN(**kwargs)
     return ImpalaResNet(**kwargs)
+
+
+def resolve_kind(kind: str, rank: int) -> str:
+    """The torso `make_torso(kind=kind)` builds for rank-`rank` observations:
+    'auto' becomes 'nature_cnn' (rank 3) or 'mlp'; other kinds are checked and kept."""
+    if kind not in _KINDS:
+        raise ValueError(f"Unknown torso kind {kind!r}; expected one of {_KINDS}.")
+    if kind == "auto":
+        return "nature_cnn" if rank == 3 else "mlp"
+    return kind

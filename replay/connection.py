@@ -12,8 +12,12 @@ import time
 from typing import Callable
 
 import reverb
+import tensorflow as tf
 
 PROBE_TIMEOUT_S = 2  # one ServerInfo call
+# What a Reverb operation raises when its server went away (a restart, a crash).
+SERVER_ERRORS = (tf.errors.UnavailableError, tf.errors.CancelledError,
+                 reverb.errors.DeadlineExceededError)
 
 
 class ServerUnavailableError(ConnectionError):

@@ -1,4 +1,5 @@
-"""Reverb tables: `queue` (on-policy), `replay` (off-policy), `variables` (weights).
+"""Reverb tables: `queue` (on-policy), `replay` (off-policy), `variables` (weights),
+and `env_steps` (actors' real environment steps across processes, `replay.env_steps`).
 
 Signatures come from the specs, so a mismatched writer fails at insert time
 with Reverb's message instead of corrupting a batch. `queue` and `replay`
@@ -16,6 +17,8 @@ from replay.packing import Packing
 QUEUE = 'queue'
 REPLAY = 'replay'
 VARIABLES = 'variables'
+ENV_STEPS = 'env_steps'
+ENV_STEPS_QUEUE_SIZE = 1_000_000  # reports held while no learner drains them
 
 # `reservoir` keeps a random subset of everything seen (CLEAR keeps old tasks'
 # data this way): items get a uniform random priority and the lowest is evicted.
@@ -30,7 +33,7 @@ def make_tables(signature: trajectory.Sequence,
                 replay_eviction: str = 'fifo',
                 samples_per_insert: Optional[float] = None,
                 samples_per_insert_tolerance: float = 0.1) -> List[reverb.Table]:
-    """The three tables of the design.
+    """The tables of the design.
 
     Args:
       signature: one item, a `Sequence` of `tf.TensorSpec`s (stored packed).
@@ -65,6 +68,8 @@ def make_tables(signature: trajectory.Sequence,
                      remover=reverb.selectors.Fifo(), max_size=1,
                      rate_limiter=reverb.rate_limiters.MinSize(1),
                      signature=variables_signature),
+        reverb.Table.queue(ENV_STEPS, max_size=ENV_STEPS_QUEUE_SIZE,
+                           signature=tf.TensorSpec([], tf.int64)),
     ]
 
 

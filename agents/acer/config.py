@@ -1,63 +1,74 @@
 """ACER's configuration: one frozen dataclass, one line of doc per field.
 
-Defaults follow chainerrl's ACER where the seed has them; the data and
-optimiser fields mirror CLEAR's so `launch/` wires both the same way.
+Defaults follow chainerrl's ACER where the seed has them. `batch_size` counts
+sequences of `unroll_length` learned steps; each on-policy batch is followed
+by `replay_ratio` replayed ones (the schedule is declared in `agents/acer/agent.py`).
 """
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Tuple
 
-from agents.clear.config import check_reward_and_schedule
+from agents import configs
+from agents.configs import field, require, sub_config
+from agents.returns import REWARD_CLIPPINGS
 
 
 @dataclasses.dataclass(frozen=True)
 class ACERConfig:
     # Data and schedule.
-    batch_size: int = 16  # sequences per update (on-policy and replayed alike)
-    unroll_length: int = 20  # T; stored sequences hold T + 1 steps
-    replay_ratio: float = 4.0  # replayed updates after each on-policy one (n_times_replay)
-    replay_ratio_poisson: bool = False  # draw the number of replayed updates from Poisson(replay_ratio)
-    replay_start_size: int = 10_000  # env steps in replay before replayed updates start
-    replay_size: int = 5000  # sequences the replay table keeps
-    replay_eviction: str = 'fifo'  # 'fifo' or 'reservoir'
-    queue_size: int = 64  # fresh sequences buffered before actors wait for the learner
+    batch_size: int = field(16, 'sequences per update (on-policy and replayed alike)')
+    unroll_length: int = field(20, 'T; stored sequences hold T + 1 steps')
+    replay_ratio: float = field(4.0, 'replayed updates after each on-policy one (n_times_replay)')
+    replay_ratio_poisson: bool = field(
+        False, 'draw the number of replayed updates from Poisson(replay_ratio)')
+    replay_start_size: int = field(10_000, 'env steps in replay before replayed updates start')
+    replay: configs.ReplayConfig = sub_config(configs.ReplayConfig)
     # Returns.
-    discounting: float = 0.99  # gamma
-    reward_clipping: str = 'abs_one'  # 'abs_one', 'soft_asymmetric' or 'none'
-    reward_scaling: float = 0.1  # rewards are multiplied by this after clipping
-    use_Q_opc: bool = False  # Q_opc targets (unit traces) instead of Retrace
+    discounting: float = field(0.99, 'gamma')
+    reward_clipping: str = field('abs_one', "'abs_one', 'soft_asymmetric' or 'none'")
+    reward_scaling: float = field(0.1, 'rewards are multiplied by this after clipping')
+    use_Q_opc: bool = field(False, 'Q_opc targets (unit traces) instead of Retrace')
     # Losses.
-    pi_loss_coef: float = 1.0  # weight of the policy loss
-    Q_loss_coef: float = 0.5  # weight of 0.5 * (Q_ret - Q)^2
-    beta: float = 1e-2  # entropy bonus
-    truncation_threshold: Optional[float] = 10.0  # c of truncated importance sampling; None disables
-    use_trust_region: bool = True  # project the policy gradient (efficient trust region)
-    trust_region_alpha: float = 0.99  # decay of the average policy network
-    trust_region_delta: float = 1.0  # bound on the KL step towards the average policy
-    normalize_loss_by_steps: bool = True  # divide losses by the number of steps in the batch
-    sdn_samples: int = 5  # actions sampled for the mean advantage of the SDN (continuous)
+    pi_loss_coef: float = field(1.0, 'weight of the policy loss')
+    Q_loss_coef: float = field(0.5, 'weight of 0.5 * (Q_ret - Q)^2')
+    beta: float = field(1e-2, 'entropy bonus')
+    truncation_threshold: Optional[float] = field(
+        10.0, 'c of truncated importance sampling; unset disables')
+    use_trust_region: bool = field(True, 'project the policy gradient (efficient trust region)')
+    trust_region_alpha: float = field(0.99, 'decay of the average policy network')
+    trust_region_delta: float = field(1.0, 'bound on the KL step towards the average policy')
+    normalize_loss_by_steps: bool = field(True, 'divide losses by the number of steps in the batch')
+    sdn_samples: int = field(5, 'actions sampled for the mean advantage of the SDN (continuous)')
     # Optimiser (Adam).
-    learning_rate: float = 1e-3  # Adam step size
-    learning_rate_schedule: str = 'linear'  # 'linear' (to 0 at the env-step budget) or 'constant'
-    adam_beta1: float = 0.9  # Adam first-moment decay
-    adam_beta2: float = 0.999  # Adam second-moment decay
-    adam_epsilon: float = 1e-8  # Adam epsilon
-    clip_grad_norm: Optional[float] = 40.0  # global-norm clip; None or 0 disables
+    optimizer: configs.OptimizerConfig = sub_config(configs.OptimizerConfig)
     # Network.
-    lstm_size: int = 64  # LSTM units; 0 makes the core feed-forward
-    hidden_sizes: tuple = (64, 64)  # MLP torso for vector observations
-    torso: str = 'auto'  # 'auto', 'mlp', 'nature_cnn' or 'impala_resnet'
-    advantage_hidden_sizes: tuple = (64,)  # MLP of A(x, a) (continuous actions)
+    lstm_size: int = field(64, 'LSTM units; 0 makes the core feed-forward')
+    hidden_sizes: Tuple[int, ...] = field((64, 64), 'MLP torso for vector observations')
+    torso: str = field('auto', "'auto', 'mlp', 'nature_cnn' or 'impala_resnet'")
+    advantage_hidden_sizes: Tuple[int, ...] = field((64,), 'MLP of A(x, a) (continuous actions)')
 
     def __post_init__(self):
-        check_reward_and_schedule(self)
-        if self.replay_ratio < 0:
-            raise ValueError(f'replay_ratio must be >= 0, got {self.replay_ratio}')
-        if not 0.0 <= self.trust_region_alpha < 1.0:
-            raise ValueError(f'trust_region_alpha must be in [0, 1), got {self.trust_region_alpha}')
-        if self.batch_size > self.queue_size:
-            raise ValueError(f'queue_size ({self.queue_size}) must hold a batch '
-                             f'({self.batch_size}), or the learner waits forever')
+        configs.require_positive(self, 'batch_size', 'unroll_length', 'sdn_samples',
+                                 'trust_region_delta')
+        configs.require_fraction(self, 'discounting')
+        configs.require_choice('reward_clipping', self.reward_clipping, REWARD_CLIPPINGS)
+        configs.require_choice('torso', self.torso, configs.TORSOS)
+        configs.require_sizes('hidden_sizes', self.hidden_sizes)
+        configs.require_sizes('advantage_hidden_sizes', self.advantage_hidden_sizes)
+        for name in ('replay_ratio', 'replay_start_size', 'reward_scaling', 'pi_loss_coef',
+                     'Q_loss_coef', 'beta', 'lstm_size'):
+            require(getattr(self, name) >= 0,
+                    f'{name} must be >= 0 (a count, weight or size), got {getattr(self, name)}')
+        require(self.truncation_threshold is None or self.truncation_threshold > 0,
+                f'truncation_threshold must be positive (a bound on importance weights; '
+                f'unset disables truncation), got {self.truncation_threshold}')
+        require(0.0 <= self.trust_region_alpha < 1.0,
+                f'trust_region_alpha must be in [0, 1) (a decay rate), got {self.trust_region_alpha}')
+        require(self.batch_size <= self.replay.queue_size,
+                f'queue_size ({self.replay.queue_size}) must hold a batch ({self.batch_size}), '
+                'or the learner waits forever')
+        require(self.batch_size <= self.replay.replay_size,
+                f'replay_size ({self.replay.replay_size}) must hold a batch ({self.batch_size})')
 
     @property
     def sequence_length(self) -> int:
@@ -65,4 +76,5 @@ class ACERConfig:
 
     @property
     def min_replay_sequences(self) -> int:
+        """Sequences in replay before replayed updates start."""
         return max(self.batch_size, self.replay_start_size // self.unroll_length)

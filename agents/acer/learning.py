@@ -1,7 +1,7 @@
 """The ACER learner: a `tf.Module` with one `@tf.function` step.
 
 One step is one ACER update on a batch of sequences (on-policy from `queue`
-or replayed; the schedule is the data stream, see `launch/registry.py`):
+or replayed; the schedule is declared in `agents/acer/agent.py`):
 
 - discrete actions: Q(x, .) from the core's Q head, V = sum_a pi(a) Q(a);
 - continuous actions, the stochastic dueling network (SDN): V from the
@@ -24,12 +24,16 @@ import tensorflow as tf
 
 from agents.acer import losses
 from agents.acer.config import ACERConfig
-from agents.clear.losses import clip_rewards
+from agents.returns import clip_rewards
 from agents.learner_base import LearnerBase
 from networks.cores import ActorCriticCore, AgentOutput, CoreInputs
 from networks.distributions import ActionSpace
 from replay import trajectory
 from replay.dataset import Batch
+
+
+METRICS = ('loss/policy', 'loss/q', 'loss/total_loss', 'average_value', 'average_entropy',
+           'average_kl', 'mean_rho', 'fraction_truncated', 'grad_norm', 'learning_rate')
 
 
 def _gather(x: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
@@ -49,7 +53,7 @@ class ACERLearner(LearnerBase):
                              f'got {action_space.space}')
         self.core = core
         self._actions = action_space
-        self._discrete = leaves[0].kind == 'categorical'
+        self._discrete = leaves[0].discrete
         self._action_dim = leaves[0].size
         self.average_core = make_core()
         for average, variable in zip(self.average_core.variables, core.variables):
@@ -195,9 +199,7 @@ class ACERLearner(LearnerBase):
             if config.normalize_loss_by_steps:
                 total = total / num_valid
 
-        # Discrete ACER's V is sum_a pi Q: its baseline head gets no gradient.
-        variables = [v for v in self.core.trainable_variables
-                     if not (self._discrete and 'baseline_head' in v.name)]
+        variables = self.core.trainable_variables
         grad_norm = self._apply(tape.gradient(total, variables), variables, batch.replayed,
                                 tf.shape(mask_t)[0])
         alpha = config.trust_region_alpha

@@ -1,79 +1,60 @@
 """CLEAR's configuration: one frozen dataclass, one line of doc per field.
 
 `launch/` turns every field into an absl flag of the same name, so the
-defaults live here only.
+defaults live here only. `batch_size` counts sequences of `unroll_length`
+learned steps.
 """
 
 import dataclasses
-from typing import Optional
+from typing import Tuple
 
-REWARD_CLIPPINGS = ('abs_one', 'soft_asymmetric', 'none')
-LEARNING_RATE_SCHEDULES = ('linear', 'constant')
-
-
-def check_schedule(config) -> None:
-    """The `learning_rate_schedule` check every agent config shares."""
-    if config.learning_rate_schedule not in LEARNING_RATE_SCHEDULES:
-        raise ValueError(f'learning_rate_schedule must be one of {LEARNING_RATE_SCHEDULES}, '
-                         f'got {config.learning_rate_schedule!r}')
-
-
-def check_reward_and_schedule(config) -> None:
-    """The `reward_clipping` and `learning_rate_schedule` checks of the configs that clip."""
-    if config.reward_clipping not in REWARD_CLIPPINGS:
-        raise ValueError(f'reward_clipping must be one of {REWARD_CLIPPINGS}, '
-                         f'got {config.reward_clipping!r}')
-    check_schedule(config)
+from agents import configs
+from agents.configs import field, require, sub_config
+from agents.returns import REWARD_CLIPPINGS
 
 
 @dataclasses.dataclass(frozen=True)
 class CLEARConfig:
     # Data.
-    batch_size: int = 32  # sequences per learner step (fresh + replayed)
-    unroll_length: int = 20  # learner unroll T; stored sequences hold T + 1 steps
-    replay_fraction: float = 0.5  # replayed share of a batch: 0 = IMPALA, 0.5 = CLEAR
-    replay_size: int = 5000  # sequences the replay table keeps
-    replay_eviction: str = 'fifo'  # 'fifo' or 'reservoir' (random discard, keeps old tasks)
-    min_replay_size: int = 64  # sequences in replay before it is sampled
-    queue_size: int = 64  # fresh sequences buffered before actors wait for the learner
+    batch_size: int = field(32, 'sequences per learner step (fresh + replayed)')
+    unroll_length: int = field(20, 'learner unroll T; stored sequences hold T + 1 steps')
+    replay_fraction: float = field(0.5, 'replayed share of a batch: 0 = IMPALA, 0.5 = CLEAR')
+    min_replay_size: int = field(64, 'sequences in replay before it is sampled')
+    replay: configs.ReplayConfig = sub_config(configs.ReplayConfig)
     # Returns.
-    discounting: float = 0.99  # gamma
-    reward_clipping: str = 'abs_one'  # 'abs_one', 'soft_asymmetric' or 'none'
-    reward_scaling: float = 0.1  # rewards are multiplied by this after clipping
+    discounting: float = field(0.99, 'gamma')
+    reward_clipping: str = field('abs_one', "'abs_one', 'soft_asymmetric' or 'none'")
+    reward_scaling: float = field(0.1, 'rewards are multiplied by this after clipping')
     # Loss weights.
-    baseline_cost: float = 0.5  # weight of 0.5 * (vs - V)^2
-    entropy_cost: float = 0.01  # weight of the entropy bonus
-    policy_cloning_cost: float = 0.01  # weight of KL(mu || pi) on replayed rows
-    value_cloning_cost: float = 0.005  # weight of (V - V_mu)^2 on replayed rows
-    clip_advantage: bool = False  # keep only positive advantages in the policy gradient
+    baseline_cost: float = field(0.5, 'weight of 0.5 * (vs - V)^2')
+    entropy_cost: float = field(0.01, 'weight of the entropy bonus')
+    policy_cloning_cost: float = field(0.01, 'weight of KL(mu || pi) on replayed rows')
+    value_cloning_cost: float = field(0.005, 'weight of (V - V_mu)^2 on replayed rows')
+    clip_advantage: bool = field(False, 'keep only positive advantages in the policy gradient')
     # Optimiser (Adam).
-    learning_rate: float = 1e-3  # Adam step size
-    learning_rate_schedule: str = 'linear'  # 'linear' (to 0 at the env-step budget, as IMPALA) or 'constant'
-    adam_beta1: float = 0.9  # Adam first-moment decay
-    adam_beta2: float = 0.999  # Adam second-moment decay
-    adam_epsilon: float = 1e-8  # Adam epsilon
-    clip_grad_norm: Optional[float] = 40.0  # global-norm clip; None or 0 disables
+    optimizer: configs.OptimizerConfig = sub_config(configs.OptimizerConfig)
     # Network.
-    lstm_size: int = 64  # LSTM units; 0 makes the core feed-forward
-    hidden_sizes: tuple = (64, 64)  # MLP torso for vector observations
-    torso: str = 'auto'  # 'auto', 'mlp', 'nature_cnn' or 'impala_resnet'
+    lstm_size: int = field(64, 'LSTM units; 0 makes the core feed-forward')
+    hidden_sizes: Tuple[int, ...] = field((64, 64), 'MLP torso for vector observations')
+    torso: str = field('auto', "'auto', 'mlp', 'nature_cnn' or 'impala_resnet'")
 
     def __post_init__(self):
-        check_reward_and_schedule(self)
-        if not 0.0 <= self.replay_fraction <= 1.0:
-            raise ValueError(f'replay_fraction must be in [0, 1], got {self.replay_fraction}')
-        if self.batch_size < 1 or self.unroll_length < 1:
-            raise ValueError('batch_size and unroll_length must be positive '
-                             f'(got {self.batch_size}, {self.unroll_length})')
-        if not 0.0 <= self.discounting <= 1.0:
-            raise ValueError(f'discounting must be in [0, 1], got {self.discounting}')
+        configs.require_positive(self, 'batch_size', 'unroll_length', 'min_replay_size')
+        configs.require_fraction(self, 'replay_fraction', 'discounting')
+        configs.require_choice('reward_clipping', self.reward_clipping, REWARD_CLIPPINGS)
+        configs.require_choice('torso', self.torso, configs.TORSOS)
+        configs.require_sizes('hidden_sizes', self.hidden_sizes)
+        for name in ('reward_scaling', 'baseline_cost', 'entropy_cost', 'policy_cloning_cost',
+                     'value_cloning_cost', 'lstm_size'):
+            require(getattr(self, name) >= 0,
+                    f'{name} must be >= 0 (a weight or a size), got {getattr(self, name)}')
         num_replayed = round(self.replay_fraction * self.batch_size)
-        if num_replayed > self.replay_size:
-            raise ValueError(f'replay_size ({self.replay_size}) is smaller than the '
-                             f'replayed part of a batch ({num_replayed})')
-        if self.batch_size - num_replayed > self.queue_size:
-            raise ValueError(f'queue_size ({self.queue_size}) must hold the fresh part of a '
-                             f'batch ({self.batch_size - num_replayed}), or the learner waits forever')
+        require(num_replayed <= self.replay.replay_size,
+                f'replay_size ({self.replay.replay_size}) is smaller than the replayed part '
+                f'of a batch ({num_replayed})')
+        require(self.batch_size - num_replayed <= self.replay.queue_size,
+                f'queue_size ({self.replay.queue_size}) must hold the fresh part of a batch '
+                f'({self.batch_size - num_replayed}), or the learner waits forever')
 
     @property
     def sequence_length(self) -> int:

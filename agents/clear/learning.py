@@ -12,7 +12,7 @@ from typing import Dict
 
 import tensorflow as tf
 
-from agents import vtrace
+from agents import returns, vtrace
 from agents.clear import losses
 from agents.clear.config import CLEARConfig
 from agents.learner_base import LearnerBase
@@ -20,6 +20,11 @@ from networks.cores import ActorCriticCore, CoreInputs
 from networks.distributions import ActionSpace
 from replay import trajectory
 from replay.dataset import Batch
+
+
+METRICS = ('loss/policy_gradient', 'loss/baseline', 'loss/entropy', 'loss/policy_cloning',
+           'loss/value_cloning', 'loss/total_loss', 'grad_norm', 'learning_rate', 'entropy_cost',
+           'mean_rho')
 
 
 class CLEARLearner(LearnerBase):
@@ -48,20 +53,20 @@ class CLEARLearner(LearnerBase):
             bootstrap_value = outputs.baseline[-1]  # [B]
             log_pi_t = self._action_space.log_prob(params_t, action_t)  # [T, B]
 
-            r_t = losses.clip_rewards(steps.reward[:-1], config.reward_clipping)
+            r_t = returns.clip_rewards(steps.reward[:-1], config.reward_clipping)
             r_t = r_t * config.reward_scaling
             discount_t = steps.discount[:-1] * config.discounting
             # At placeholder steps, r = V and discount = 0 make vs = V and A = 0.
             r_t = tf.where(mask_t > 0, r_t, tf.stop_gradient(v_t))
             discount_t = discount_t * mask_t
-            returns = vtrace.from_importance_weights(
+            targets = vtrace.from_importance_weights(
                 log_rhos=log_pi_t - steps.behaviour_log_prob[:-1],
                 discounts=discount_t, rewards=r_t, values=v_t,
                 bootstrap_value=bootstrap_value)
 
             pg = tf.reduce_sum(mask_t * losses.policy_gradient_loss(
-                log_pi_t, returns.pg_advantages, config.clip_advantage))
-            baseline = tf.reduce_sum(mask_t * losses.baseline_loss(returns.vs, v_t))
+                log_pi_t, targets.pg_advantages, config.clip_advantage))
+            baseline = tf.reduce_sum(mask_t * losses.baseline_loss(targets.vs, v_t))
             entropy = tf.reduce_sum(mask_t * losses.entropy_loss(
                 self._action_space.entropy(params_t)))
             cloning_mask_t = mask_t * replayed

@@ -13,19 +13,6 @@ import tensorflow as tf
 from networks.distributions import ActionSpace
 
 
-def clip_rewards(r_t: tf.Tensor, mode: str) -> tf.Tensor:
-    """`abs_one`: clip to [-1, 1]; `soft_asymmetric`: IMPALA's squashing; `none`."""
-    if mode == 'abs_one':
-        return tf.clip_by_value(r_t, -1.0, 1.0)
-    if mode == 'soft_asymmetric':
-        squeezed = tf.tanh(r_t / 5.0)
-        # Negative rewards are penalised more than positive ones are rewarded.
-        return tf.where(r_t < 0, 0.3 * squeezed, squeezed) * 5.0
-    if mode == 'none':
-        return r_t
-    raise ValueError(f'unknown reward_clipping {mode!r}')
-
-
 def policy_gradient_loss(log_pi_t: tf.Tensor, advantage_t: tf.Tensor,
                          clip_advantage: bool = False) -> tf.Tensor:
     """-log pi(a_t|x_t) * A_t with A_t held fixed. `[T, B]` -> `[T, B]`.

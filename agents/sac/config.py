@@ -1,5 +1,8 @@
 """SAC's configuration: one frozen dataclass, one line of doc per field.
 
+`batch_size` counts transitions: `batch_size / unroll_length` sequences of
+`unroll_length` learned steps each (1 for feed-forward SAC).
+
 Defaults follow Stable-Baselines3 / the SAC paper for continuous control
 (256x256 networks, batch 256, tau 0.005, twin critics, learned temperature
 from alpha = 1) with rl-zoo's Adam step of 1e-3 and a short random warm-up
@@ -11,106 +14,114 @@ import dataclasses
 import math
 from typing import Any, Optional, Tuple
 
-from agents.clear.config import check_schedule
+from agents import configs
+from agents.configs import field, require, sub_config
+
+
+def _replay_defaults() -> configs.ReplayConfig:
+    return configs.ReplayConfig(replay_size=1_000_000, queue_size=1024)
+
+
+def _optimizer_defaults() -> configs.OptimizerConfig:
+    return configs.OptimizerConfig(learning_rate=1e-3, learning_rate_schedule='constant',
+                                   clip_grad_norm=None)
 
 
 @dataclasses.dataclass(frozen=True)
 class SACConfig:
     # Data.
-    batch_size: int = 256  # transitions per learner step (batch_size / unroll_length sequences)
-    replay_size: int = 1_000_000  # sequences the replay table keeps (= transitions when unroll_length is 1)
-    replay_eviction: str = 'fifo'  # 'fifo' or 'reservoir' (random discard)
-    learning_starts: int = 256  # env steps of uniform random actions, and replay items before learning
-    updates_per_step: float = 1.0  # learner updates per env step; Reverb's SampleToInsertRatio holds it
-    n_step: int = 1  # n-step TD targets (feed-forward: sequences of n + 1 steps)
-    online_fraction: float = 0.0  # share of a batch taken fresh from `queue` (0: replay only)
-    queue_size: int = 1024  # fresh transitions buffered for the online share
+    batch_size: int = field(256, 'transitions per learner step (batch_size / unroll_length sequences)')
+    learning_starts: int = field(
+        256, 'env steps of uniform random actions, and replayed transitions before learning')
+    updates_per_step: float = field(
+        1.0, "learner updates per env step; Reverb's SampleToInsertRatio holds it")
+    n_step: int = field(1, 'n-step TD targets (feed-forward: sequences of n + 1 steps)')
+    online_fraction: float = field(0.0, 'share of a batch taken fresh from `queue` (0: replay only)')
+    replay: configs.ReplayConfig = sub_config(_replay_defaults)
     # Returns.
-    discounting: float = 0.99  # gamma
-    reward_scaling: float = 1.0  # rewards are multiplied by this
-    use_entropy_reward: bool = True  # add -alpha log pi of the next step to the TD target
-    reward_weights: Optional[Tuple[float, ...]] = None  # k floats: learn k reward components, act on their weighted sum
+    discounting: float = field(0.99, 'gamma')
+    reward_scaling: float = field(1.0, 'rewards are multiplied by this')
+    use_entropy_reward: bool = field(True, 'add -alpha log pi of the next step to the TD target')
+    reward_weights: Optional[Tuple[float, ...]] = field(
+        None, 'k floats: learn k reward components, act on their weighted sum')
     # Critics.
-    num_critic_replicas: int = 2  # Q networks; targets use the minimum over them
-    critic_hidden_sizes: tuple = (256, 256)  # each critic's MLP over [observation, continuous action]
-    target_update_tau: float = 0.005  # target <- tau * online + (1 - tau) * target (CartPole learns with 0.05: README)
-    target_update_period: int = 1  # learner steps between target updates
+    num_critic_replicas: int = field(2, 'Q networks; targets use the minimum over them')
+    critic_hidden_sizes: Tuple[int, ...] = field(
+        (256, 256), "each critic's MLP over [observation, continuous action]")
+    target_update_tau: float = field(
+        0.005, 'target <- tau * online + (1 - tau) * target (CartPole learns with 0.05)')
+    target_update_period: int = field(1, 'learner steps between target updates')
     # Actor.
-    hidden_sizes: tuple = (256, 256)  # the actor's MLP torso
-    lstm_size: int = 0  # actor LSTM units; > 0 makes SAC recurrent (partially observed tasks)
-    burn_in: int = 0  # steps that warm up the stored core state before the learned ones (R2D2)
-    unroll_length: int = 1  # transitions learned per stored sequence (recurrent: e.g. 8)
-    memory_learns_from_critics: bool = True  # recurrent: the critics' TD loss also trains the actor's LSTM and torso
-    torso: str = 'auto'  # 'auto', 'mlp', 'nature_cnn' or 'impala_resnet'
-    dqda_clipping: Optional[float] = None  # clip each element of dQ/da in the actor loss; None: off
-    normalize: bool = False  # standardise vector observations with running statistics (ML-Agents)
+    hidden_sizes: Tuple[int, ...] = field((256, 256), "the actor's MLP torso")
+    lstm_size: int = field(0, 'actor LSTM units; > 0 makes SAC recurrent (partially observed tasks)')
+    burn_in: int = field(0, 'steps that warm up the stored core state before the learned ones (R2D2)')
+    unroll_length: int = field(1, 'transitions learned per stored sequence (recurrent: e.g. 8)')
+    memory_learns_from_critics: bool = field(
+        True, "recurrent: the critics' TD loss also trains the actor's LSTM and torso")
+    torso: str = field('auto', "'auto', 'mlp', 'nature_cnn' or 'impala_resnet'")
+    dqda_clipping: Optional[float] = field(
+        None, 'clip each element of dQ/da in the actor loss; unset: off')
+    normalize: bool = field(
+        False, 'standardise vector observations with running statistics (ML-Agents)')
     # Temperature (one per continuous group and per discrete branch).
-    initial_log_alpha: float = 0.0  # log alpha at the start (alpha = 1)
-    init_entcoef: Optional[float] = None  # ML-Agents' spelling: initial alpha; overrides initial_log_alpha
-    target_entropy: Optional[float] = None  # overrides every group's default (in code: also a callable(kind, size) -> float)
-    continuous_target_entropy_scale: float = 1.0  # continuous default: -scale * action dims
-    discrete_target_entropy_scale: float = 0.2  # discrete default: scale * log(n) per branch (ML-Agents)
-    max_log_alpha: Optional[float] = None  # clip log alpha from above; None: no clip
-    # Optimisers (Adam).
-    actor_learning_rate: float = 1e-3  # actor Adam step size (rl-zoo's Pendulum value; 3e-4 in the paper)
-    critic_learning_rate: float = 1e-3  # critics' Adam step size
-    alpha_learning_rate: float = 1e-3  # temperatures' Adam step size
-    learning_rate_schedule: str = 'constant'  # 'constant' or 'linear' (all three to 0 at the budget)
-    adam_beta1: float = 0.9  # Adam first-moment decay
-    adam_beta2: float = 0.999  # Adam second-moment decay
-    adam_epsilon: float = 1e-8  # Adam epsilon
-    clip_grad_norm: Optional[float] = None  # global-norm clip of the critics' gradients; None: off
+    initial_log_alpha: float = field(0.0, 'log alpha at the start (alpha = 1)')
+    init_entcoef: Optional[float] = field(
+        None, "ML-Agents' spelling: initial alpha; overrides initial_log_alpha")
+    target_entropy: Optional[float] = field(
+        None, "overrides every group's default (in code: also a callable(kind, size) -> float)")
+    continuous_target_entropy_scale: float = field(
+        1.0, 'continuous default: -scale * action dims')
+    discrete_target_entropy_scale: float = field(
+        0.2, 'discrete default: scale * log(n) per branch (ML-Agents)')
+    max_log_alpha: Optional[float] = field(None, 'clip log alpha from above; unset: no clip')
+    # Optimisers (Adam). `optimizer` is the critics'; actor and temperatures
+    # share its schedule, betas and epsilon with their own step sizes.
+    optimizer: configs.OptimizerConfig = sub_config(_optimizer_defaults)
+    actor_learning_rate: float = field(
+        1e-3, "actor Adam step size (rl-zoo's Pendulum value; 3e-4 in the paper)")
+    alpha_learning_rate: float = field(1e-3, "temperatures' Adam step size")
 
     def __post_init__(self):
-        check_schedule(self)
+        configs.require_positive(self, 'batch_size', 'n_step', 'unroll_length',
+                                 'updates_per_step', 'learning_starts', 'num_critic_replicas',
+                                 'target_update_period', 'actor_learning_rate',
+                                 'alpha_learning_rate')
+        configs.require_fraction(self, 'discounting')
+        configs.require_choice('torso', self.torso, configs.TORSOS)
+        configs.require_sizes('hidden_sizes', self.hidden_sizes)
+        configs.require_sizes('critic_hidden_sizes', self.critic_hidden_sizes)
         checks = [
-            (self.batch_size >= 1, f'batch_size must be positive, got {self.batch_size}'),
-            (self.n_step >= 1, f'n_step must be >= 1, got {self.n_step}'),
-            (self.unroll_length >= 1, f'unroll_length must be >= 1, got {self.unroll_length}'),
             (self.burn_in >= 0 and self.lstm_size >= 0,
              f'burn_in and lstm_size must be >= 0, got {self.burn_in}, {self.lstm_size}'),
             (self.batch_size % self.unroll_length == 0,
              f'batch_size ({self.batch_size}) must be a multiple of unroll_length '
              f'({self.unroll_length}): a batch is whole sequences'),
-            (self.updates_per_step > 0,
-             f'updates_per_step must be positive, got {self.updates_per_step}'),
-            (self.learning_starts >= 1,
-             f'learning_starts must be >= 1 (replay must hold data), got {self.learning_starts}'),
-            (self.num_critic_replicas >= 1,
-             f'num_critic_replicas must be >= 1, got {self.num_critic_replicas}'),
             (0.0 < self.target_update_tau <= 1.0,
              f'target_update_tau must be in (0, 1], got {self.target_update_tau}'),
-            (self.target_update_period >= 1,
-             f'target_update_period must be >= 1, got {self.target_update_period}'),
             (0.0 <= self.online_fraction < 1.0,
-             f'online_fraction must be in [0, 1), got {self.online_fraction}'),
-            (0.0 <= self.discounting <= 1.0, f'discounting must be in [0, 1], got {self.discounting}'),
+             f'online_fraction must be in [0, 1) (SAC learns from replay), '
+             f'got {self.online_fraction}'),
+            (self.reward_scaling >= 0, f'reward_scaling must be >= 0, got {self.reward_scaling}'),
             (self.init_entcoef is None or self.init_entcoef > 0,
              f'init_entcoef must be positive, got {self.init_entcoef}'),
+            (self.dqda_clipping is None or self.dqda_clipping > 0,
+             f'dqda_clipping must be positive (unset: off), got {self.dqda_clipping}'),
             (self.reward_weights is None or len(self.reward_weights) >= 1,
              'reward_weights must hold at least one number'),
-            (self.replay_size >= self.learning_starts,
-             f'replay_size ({self.replay_size}) must hold learning_starts ({self.learning_starts})'),
+            (self.replay.replay_size >= self.min_replay_size,
+             f'replay_size ({self.replay.replay_size}) must hold learning_starts '
+             f'({self.learning_starts} transitions)'),
         ]
         for ok, message in checks:
-            if not ok:
-                raise ValueError(message)
+            require(ok, message)
         if self.online_fraction > 0:
-            num_fresh = self.batch_size - round((1 - self.online_fraction) * self.batch_size)
-            if num_fresh > self.queue_size:
-                raise ValueError(f'queue_size ({self.queue_size}) must hold the fresh part of a '
-                                 f'batch ({num_fresh})')
+            num_fresh = self.sequences_per_batch - round(
+                (1 - self.online_fraction) * self.sequences_per_batch)
+            require(num_fresh <= self.replay.queue_size,
+                    f'queue_size ({self.replay.queue_size}) must hold the fresh part of a '
+                    f'batch ({num_fresh} sequences)')
 
-    # The launcher's names for the data plan, shared with the other agents' configs.
-    @property
-    def replay_fraction(self) -> float:
-        return 1.0 - self.online_fraction
-
-    @property
-    def min_replay_size(self) -> int:
-        """Sequences before learning (each holds `unroll_length` new transitions)."""
-        return -(-self.learning_starts // self.unroll_length)
-
+    # Derived sizes (the data plan, `agents/sac/agent.py`, reads them).
     @property
     def sequence_length(self) -> int:
         """burn-in, the learned transitions, and the n steps their targets look ahead."""
@@ -121,16 +132,20 @@ class SACConfig:
         return self.batch_size // self.unroll_length
 
     @property
-    def samples_per_insert(self) -> float:
-        """Replayed transitions sampled per transition inserted (the UTD ratio in samples)."""
-        # An inserted sequence brings `unroll_length` env steps per environment; a
-        # batch samples `batch_size / unroll_length` sequences.
-        return self.updates_per_step * round(self.replay_fraction * self.batch_size)
+    def min_replay_size(self) -> int:
+        """Sequences before learning (each holds `unroll_length` new transitions)."""
+        return -(-self.learning_starts // self.unroll_length)
 
     @property
-    def learning_rate(self) -> float:
-        """`LearnerBase`'s step size: the critics' (the other two have their own)."""
-        return self.critic_learning_rate
+    def samples_per_insert(self) -> float:
+        """Replayed sequences sampled per sequence inserted (the update-to-data ratio).
+
+        A sequence brings `unroll_length` env steps per environment; each env
+        step asks for `updates_per_step` updates of `round((1 - online_fraction)
+        * sequences_per_batch)` replayed sequences.
+        """
+        replayed = round((1.0 - self.online_fraction) * self.sequences_per_batch)
+        return self.updates_per_step * self.unroll_length * replayed
 
     @property
     def initial_alpha_log(self) -> float:

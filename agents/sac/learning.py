@@ -19,7 +19,7 @@ target critics every `target_update_period` steps. The batch is sequences of
 `burn_in + T + n_step` steps (T = `unroll_length`): the first `burn_in` only
 warm up the stored core state (no gradient, R2D2), the next T are learned
 from, each with an n-step target over the steps after it (see
-`losses.n_step_targets`). Transitions that start at an episode's final
+`agents.returns.n_step_targets`). Transitions that start at an episode's final
 observation (a placeholder, see `replay.trajectory`) are masked out of the
 critic loss.
 
@@ -37,15 +37,15 @@ of Q; the critics' TD loss trains the LSTM and torso through it
 (`memory_learns_from_critics`, default on), so the memory learns to carry
 what predicts returns. Trained by the actor loss alone it did not: on
 Pendulum without its velocity it stayed at random-policy returns for 30k
-steps (README). Feed-forward SAC (the default) stores length-`n + 1`
+steps (docs/benchmarks.md). Feed-forward SAC (the default) stores length-`n + 1`
 sequences, one starting at every step.
 """
 
 from typing import Dict, List, Optional, Tuple
 
-import sonnet as snt
 import tensorflow as tf
 
+from agents import returns
 from agents.learner_base import LearnerBase
 from agents.sac import losses
 from agents.sac.config import SACConfig, resolve_target_entropy
@@ -55,6 +55,23 @@ from networks.distributions import ActionSpace, sample_squashed
 from networks.observations import observation_spec
 from replay import trajectory
 from replay.dataset import Batch
+
+
+def temperature_groups(action_space: ActionSpace) -> List[str]:
+    """Names of the temperature groups: 'continuous' (all continuous leaves),
+    then 'branch_<b>' per discrete branch."""
+    continuous = any(not leaf.discrete for leaf in action_space.leaves)
+    branches = sum(leaf.discrete for leaf in action_space.leaves)
+    return (['continuous'] if continuous else []) + [f'branch_{b}' for b in range(branches)]
+
+
+def metric_names(config: SACConfig, action_space: ActionSpace) -> Tuple[str, ...]:
+    """The keys of `SACLearner.step`'s metrics."""
+    groups = temperature_groups(action_space)
+    return (('losses/actor', 'losses/alpha', 'losses/critic_grad_norm', 'policy/q_mean',
+             'policy/target_mean')
+            + tuple(f'losses/critic_{r}' for r in range(config.num_critic_replicas))
+            + tuple(f'policy/{kind}_{g}' for g in groups for kind in ('alpha', 'entropy')))
 
 
 def _merge(x: tf.Tensor) -> tf.Tensor:
@@ -72,9 +89,10 @@ class SACLearner(LearnerBase):
         if not action_space.squash:
             raise ValueError('SAC needs a squashed action space (ActionSpace(space, squash=True))')
         self.core = core
+        self._actions = action_space
         leaves = action_space.leaves
-        self._continuous = [i for i, l in enumerate(leaves) if l.kind == 'tanh_gaussian']
-        self._discrete = [i for i, l in enumerate(leaves) if l.kind == 'categorical']
+        self._continuous = [i for i, l in enumerate(leaves) if not l.discrete]
+        self._discrete = [i for i, l in enumerate(leaves) if l.discrete]
         self._continuous_dims = sum(leaves[i].size for i in self._continuous)
         self._branch_sizes = [leaves[i].size for i in self._discrete]
         # Temperature groups: all continuous dimensions together, then each branch.
@@ -106,13 +124,8 @@ class SACLearner(LearnerBase):
 
         self.actor_learning_rate = lr_variable(config.actor_learning_rate, 'actor_learning_rate')
         self.alpha_learning_rate = lr_variable(config.alpha_learning_rate, 'alpha_learning_rate')
-        self.actor_optimizer = self._adam(self.actor_learning_rate)
-        self.alpha_optimizer = self._adam(self.alpha_learning_rate)
-
-    def _adam(self, learning_rate: tf.Variable) -> snt.optimizers.Adam:
-        c = self.config
-        return snt.optimizers.Adam(learning_rate=learning_rate, beta1=c.adam_beta1,
-                                   beta2=c.adam_beta2, epsilon=c.adam_epsilon)
+        self.actor_optimizer = self.adam(self.actor_learning_rate)
+        self.alpha_optimizer = self.adam(self.alpha_learning_rate)
 
     def _create_critic_variables(self, observation_space) -> None:
         """Builds the critics (Sonnet builds lazily) and copies them to the targets."""
@@ -125,11 +138,10 @@ class SACLearner(LearnerBase):
             target.assign(source)
 
     def set_progress(self, fraction: float) -> None:
-        if self.config.learning_rate_schedule == 'linear':
-            scale = max(0.0, 1.0 - fraction)
-            self.learning_rate.assign(self.config.critic_learning_rate * scale)
-            self.actor_learning_rate.assign(self.config.actor_learning_rate * scale)
-            self.alpha_learning_rate.assign(self.config.alpha_learning_rate * scale)
+        super().set_progress(fraction)  # the critics'
+        anneal = self.optimizer_config.annealed
+        self.actor_learning_rate.assign(anneal(self.config.actor_learning_rate, fraction))
+        self.alpha_learning_rate.assign(anneal(self.config.alpha_learning_rate, fraction))
 
     # --- policy pieces ------------------------------------------------------
 
@@ -231,7 +243,7 @@ class SACLearner(LearnerBase):
 
         V(s') = min over the target critics at the policy's action at s' (exact
         expectation for discrete branches), minus alpha log pi when
-        `use_entropy_reward`; see `losses.n_step_targets` for episode ends.
+        `use_entropy_reward`; see `agents.returns.n_step_targets` for episode ends.
         `next_params` / `next_memory` (`[T + n - 1, B, ...]`) are the actor's
         outputs at steps 1.. (computed here for a feed-forward actor).
         """
@@ -257,7 +269,7 @@ class SACLearner(LearnerBase):
         # reward components.
         def windows(x, length):
             return tf.concat([x[t:t + length] for t in range(T)], axis=1)
-        targets = losses.n_step_targets(
+        targets = returns.n_step_targets(
             windows(reward * config.reward_scaling, n), windows(steps.discount[..., None], n),
             windows(steps.first[..., None], n + 1), windows(values, n), config.discounting)
         targets = tf.reshape(targets, [T, -1, self._reward_size])
@@ -369,9 +381,7 @@ class SACLearner(LearnerBase):
         }
         for r in range(config.num_critic_replicas):
             metrics[f'losses/critic_{r}'] = critic_losses[r]
-        names = (['continuous'] if self._continuous else []) + [
-            f'branch_{b}' for b in range(len(self._discrete))]
-        for g, name in enumerate(names):
+        for g, name in enumerate(temperature_groups(self._actions)):
             metrics[f'policy/alpha_{name}'] = alpha_list[g]
             metrics[f'policy/entropy_{name}'] = tf.reduce_mean(entropies[g])
         return metrics

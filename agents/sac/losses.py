@@ -12,39 +12,6 @@ from typing import Sequence
 import tensorflow as tf
 
 
-def n_step_targets(rewards: tf.Tensor, discounts: tf.Tensor, first: tf.Tensor,
-                   next_values: tf.Tensor, discounting: float) -> tf.Tensor:
-    """TD targets of the first transition of each sequence.
-
-    Args:
-      rewards: `[n, N]` rewards of steps 0..n-1 (or `[n, N, k]`: k components).
-      discounts: `[n, N]` 0 where the episode terminated at that step (a
-        time-limit truncation keeps 1 and bootstraps); `[n, N, 1]` with components.
-      first: `[n + 1, N]` bool, steps 0..n; `first[k]` means step k-1 held an
-        episode's final observation (the trajectory's placeholder step), so
-        step k-2's transition bootstraps from step k-1's observation; `[n + 1, N, 1]`
-        with components.
-      next_values: `[n, N]` (or `[n, N, k]`) soft values V(s_k) of steps k = 1..n.
-      discounting: gamma.
-    Returns:
-      `[N]` (or `[N, k]`): r_0 + gamma d_0 (r_1 + ...) up to the first episode end
-      or step n, bootstrapped there with the stored value.
-    """
-    n = int(rewards.shape[0])
-    target = next_values[n - 1]
-    for k in reversed(range(n)):
-        bootstrap = next_values[k]
-        if k + 2 <= n:
-            # Step k+1 is a placeholder (its successor starts an episode): it holds
-            # the final observation, whose value is the bootstrap; nothing after it
-            # belongs to this episode.
-            target = tf.where(tf.broadcast_to(first[k + 2], tf.shape(target)), bootstrap, target)
-        else:
-            target = bootstrap
-        target = rewards[k] + discounting * discounts[k] * target
-    return target
-
-
 def discrete_soft_value(q_values: Sequence[tf.Tensor], log_probs: Sequence[tf.Tensor],
                         alphas: Sequence[tf.Tensor], entropy: bool = True) -> tf.Tensor:
     """Mean over branches of sum_a pi_b(a) (Q_b(a) - alpha_b log pi_b(a)), exact.

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from agents import configs
 from agents.acer.config import ACERConfig
 from agents.acer.learning import ACERLearner
-from launch.training import create_variables
 from networks.cores import ActorCriticCore
 from networks.distributions import ActionSpace
 from networks.observations import observation_spec
@@ -24,14 +24,15 @@ def make_learner(lstm_size=8, **config):
     action_space = ActionSpace(gym.spaces.Discrete(A))
 
     def make_core():
+        # As the agent builds it: Q head, no value head (V = sum_a pi(a) Q(a)).
         core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(8,), lstm_size=lstm_size,
-                               num_q_values=A)
-        create_variables(core, observation_spec(OBS_SPACE), action_space)
+                               num_q_values=A, baseline=False)
+        core.create_variables()
         return core
 
     core = make_core()
-    config = ACERConfig(lstm_size=lstm_size, hidden_sizes=(8,), unroll_length=T, batch_size=B,
-                        **config)
+    config = configs.from_flat(ACERConfig, dict(lstm_size=lstm_size, hidden_sizes=(8,),
+                                                 unroll_length=T, batch_size=B, **config))
     return ACERLearner(core, action_space, config, make_core), core, action_space
 
 
@@ -106,7 +107,7 @@ def test_continuous_sdn_step(lstm_size):
     def make_core():
         core = ActorCriticCore(OBS_SPACE, space, hidden_sizes=(8,), lstm_size=lstm_size,
                                advantage_hidden_sizes=(8,))
-        create_variables(core, observation_spec(OBS_SPACE), space)
+        core.create_variables()
         return core
 
     core = make_core()

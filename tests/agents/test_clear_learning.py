@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from agents import configs
 from agents.clear.config import CLEARConfig
 from agents.clear.learning import CLEARLearner
-from launch.training import create_variables
 from networks.cores import ActorCriticCore, CoreInputs
 from networks.distributions import ActionSpace
 from networks.observations import observation_spec
@@ -22,10 +22,10 @@ METRICS = ['loss/policy_gradient', 'loss/baseline', 'loss/entropy', 'loss/policy
 
 def make_learner(lstm_size=8, **config):
     action_space = ActionSpace(gym.spaces.Discrete(3))
-    config = CLEARConfig(lstm_size=lstm_size, hidden_sizes=(8,), unroll_length=T,
-                         batch_size=B, **config)
+    config = configs.from_flat(CLEARConfig, dict(lstm_size=lstm_size, hidden_sizes=(8,),
+                                                  unroll_length=T, batch_size=B, **config))
     core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(8,), lstm_size=lstm_size)
-    create_variables(core, observation_spec(OBS_SPACE), action_space)
+    core.create_variables()
     return CLEARLearner(core, action_space, config), core, action_space
 
 
@@ -102,7 +102,8 @@ def test_env_frames_count_fresh_rows_only(shared):
 
 def test_placeholder_steps_contribute_nothing():
     """Action and reward at a step followed by `first` (a final observation) are ignored."""
-    learner_a, core_a, space = make_learner(learning_rate=0.0)
+    learner_a, core_a, space = make_learner()
+    learner_a.learning_rate.assign(0.0)  # both steps see the same weights
     batch = make_batch(core_a, space, num_replayed=0)
     steps = batch.sequence.steps
     steps.first[3, 1] = True  # step 2 of env 1 holds a final observation
@@ -118,7 +119,7 @@ def test_placeholder_steps_contribute_nothing():
 def test_linear_learning_rate_schedule(shared):
     learner, _, _ = shared
     learner.set_progress(0.25)
-    np.testing.assert_allclose(learner.learning_rate.numpy(), 0.75 * learner.config.learning_rate)
+    np.testing.assert_allclose(learner.learning_rate.numpy(), 0.75 * learner.config.optimizer.learning_rate)
     learner.set_progress(2.0)
     assert learner.learning_rate.numpy() == 0.0
     learner.set_progress(0.0)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from agents import returns
 from agents.clear import losses
 from networks.distributions import ActionSpace
 
@@ -92,9 +93,9 @@ def test_entropy_loss_is_negative_entropy():
 ])
 def test_clip_rewards(mode, expected):
     r = tf.constant([-3.0, -0.5, 0.0, 0.5, 3.0])
-    np.testing.assert_allclose(losses.clip_rewards(r, mode).numpy(), expected, rtol=1e-6)
+    np.testing.assert_allclose(returns.clip_rewards(r, mode).numpy(), expected, rtol=1e-6)
 
 
 def test_clip_rewards_unknown_mode():
     with pytest.raises(ValueError, match='reward_clipping'):
-        losses.clip_rewards(tf.constant([1.0]), 'bogus')
+        returns.clip_rewards(tf.constant([1.0]), 'bogus')

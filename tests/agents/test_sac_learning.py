@@ -7,7 +7,6 @@ import tensorflow as tf
 
 from agents.sac.config import SACConfig
 from agents.sac.learning import SACLearner
-from launch.training import create_variables
 from networks.cores import ActorCriticCore, CoreInputs
 from networks.distributions import ActionSpace
 from networks.observations import observation_spec
@@ -29,7 +28,7 @@ def make_learner(space, **overrides):
     core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(16,), lstm_size=0,
                            condition_on_previous=False, baseline=False,
                            normalize_observations=overrides.get('normalize', False))
-    create_variables(core, observation_spec(OBS_SPACE), action_space)
+    core.create_variables()
     config = SACConfig(**{'hidden_sizes': (16,), 'critic_hidden_sizes': (16, 16),
                           'batch_size': B, **overrides})
     return SACLearner(core, action_space, config), action_space
@@ -231,7 +230,7 @@ def test_recurrent_sac_learns_from_burned_in_sequences():
     action_space = ActionSpace(SPACES['continuous'], squash=True)
     core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(16,), lstm_size=8,
                            condition_on_previous=True, baseline=False)
-    create_variables(core, observation_spec(OBS_SPACE), action_space)
+    core.create_variables()
     config = SACConfig(hidden_sizes=(16,), critic_hidden_sizes=(16, 16), lstm_size=8,
                        burn_in=burn_in, unroll_length=unroll, batch_size=unroll * B)
     assert config.sequence_length == burn_in + unroll + 1
@@ -259,7 +258,7 @@ def _recurrent_learner(**overrides):
     action_space = ActionSpace(SPACES['continuous'], squash=True)
     core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(16,), lstm_size=8,
                            condition_on_previous=True, baseline=False)
-    create_variables(core, observation_spec(OBS_SPACE), action_space)
+    core.create_variables()
     config = SACConfig(hidden_sizes=(16,), critic_hidden_sizes=(16, 16), lstm_size=8,
                        unroll_length=2, batch_size=2 * B, **overrides)
     return SACLearner(core, action_space, config), action_space

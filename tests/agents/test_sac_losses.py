@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from agents import returns
 from agents.sac import losses
 
 
@@ -33,7 +34,7 @@ def test_n_step_targets_match_reference(n):
     discounts = (rng.uniform(size=(n, batch)) > 0.2).astype(np.float32)
     first = rng.uniform(size=(n + 1, batch)) < 0.25
     next_values = rng.normal(size=(n, batch)).astype(np.float32)
-    got = losses.n_step_targets(tf.constant(rewards), tf.constant(discounts), tf.constant(first),
+    got = returns.n_step_targets(tf.constant(rewards), tf.constant(discounts), tf.constant(first),
                                 tf.constant(next_values), 0.9)
     np.testing.assert_allclose(got.numpy(), _reference_n_step(rewards, discounts, first,
                                                               next_values, 0.9), rtol=1e-5)
@@ -46,7 +47,7 @@ def test_n_step_targets_of_reward_components_are_per_component_targets():
     discounts = (rng.uniform(size=(n, batch)) > 0.2).astype(np.float32)
     first = rng.uniform(size=(n + 1, batch)) < 0.25
     next_values = rng.normal(size=(n, batch, k)).astype(np.float32)
-    got = losses.n_step_targets(tf.constant(rewards), tf.constant(discounts[..., None]),
+    got = returns.n_step_targets(tf.constant(rewards), tf.constant(discounts[..., None]),
                                 tf.constant(first[..., None]), tf.constant(next_values), 0.9)
     assert got.shape == (batch, k)
     for c in range(k):
@@ -71,7 +72,7 @@ def test_one_step_critic_target_terminal_truncated_and_min_over_replicas(entropy
     q_next = np.array([[5.0, 7.0, -1.0], [4.0, 9.0, -3.0]], np.float32)  # [R=2, N]
     log_prob = np.array([-1.0, 0.5, 2.0], np.float32)
     value = _soft_value_continuous(q_next, log_prob, alpha, entropy)
-    target = losses.n_step_targets(
+    target = returns.n_step_targets(
         tf.constant(rewards), tf.constant(discounts), tf.constant(first),
         tf.constant(value[None]), gamma).numpy()
     entropy_term = alpha * log_prob if entropy else 0.0
@@ -89,7 +90,7 @@ def test_two_step_target_stops_at_a_truncation_placeholder():
     discounts = np.array([[1.0], [0.0]], np.float32)
     first = np.array([[False], [False], [True]])
     next_values = np.array([[10.0], [-50.0]], np.float32)
-    target = losses.n_step_targets(tf.constant(rewards), tf.constant(discounts),
+    target = returns.n_step_targets(tf.constant(rewards), tf.constant(discounts),
                                    tf.constant(first), tf.constant(next_values), 0.5)
     assert float(target[0]) == pytest.approx(1.0 + 0.5 * 10.0)
 

@@ -16,10 +16,6 @@ import pytest
 from launch import launcher
 from replay import connection
 
-# `run.py` as a subprocess and its error lines, as the single-process tests run it.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_run import error_lines, run_cli  # noqa: E402
-
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN_PY = os.path.join(ROOT, 'launch', 'run.py')
 
@@ -236,19 +232,19 @@ def test_every_agent_runs_multiprocess(runs, tmp_path, agent_args):
     (['--launcher=multiprocess', '--num_actors=0'], '--num_actors must be >= 1'),
     (['--role=judge'], "unknown --role='judge'"),
 ])
-def test_bad_input_is_one_clear_line_within_30_s(args, message, tmp_path):
+def test_bad_input_is_one_clear_line_within_30_s(args, message, run_cli):
     port = launcher.free_port()
     start = time.monotonic()
-    result = run_cli([a.format(port=port) for a in args], tmp_path, timeout=60)
+    result = run_cli([a.format(port=port) for a in args], timeout=60)
     assert time.monotonic() - start < 30
     assert result.returncode == 1, result.stderr[-2000:]
-    errors = error_lines(result.stderr)
+    errors = result.errors
     assert len(errors) == 1 and message.format(port=port) in errors[0], result.stderr[-2000:]
     assert 'Traceback' not in result.stderr
 
 
 @pytest.mark.parametrize('role', ['actor', 'learner'])
-def test_role_exits_with_one_error_when_the_server_stays_away(role, tmp_path):
+def test_role_exits_with_one_error_when_the_server_stays_away(role, tmp_path, error_lines):
     port = launcher.free_port()
     logdir = f'--logdir={tmp_path}/run'
     replay = subprocess.Popen([sys.executable, RUN_PY, '--role=replay', f'--replay_port={port}',

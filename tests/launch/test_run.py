@@ -1,32 +1,64 @@
-"""launch/run.py end to end: bad input, summary.json, checkpoints that resume, learning."""
+"""launch/run.py end to end: bad input, summary.json, checkpoints that resume.
 
+Every bad input ends in one `error: ...` line, a non-zero exit and no
+traceback within 60 s, and leaves what a logdir already held untouched.
+"""
+
+import hashlib
 import json
 import os
-import subprocess
-import sys
+import shutil
 import textwrap
+import time
 
 import pytest
 
+from agents import configs
 from agents.clear.config import CLEARConfig
-from launch import training
+from launch import inprocess, rundir
+from launch.options import RunOptions
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SUMMARY_KEYS = ['agent', 'env', 'env_steps', 'learner_steps', 'wall_time_s', 'env_steps_per_s',
                 'learner_steps_per_s', 'eval_return_mean', 'eval_return_std', 'eval_episodes',
                 'saved_model']
+SMALL_CONFIG = configs.from_flat(CLEARConfig, dict(
+    lstm_size=8, hidden_sizes=(16,), batch_size=8, unroll_length=5, min_replay_size=8,
+    queue_size=16))
+SMALL_FLAGS = ['--num_envs=4', '--lstm_size=8', '--hidden_sizes=16', '--batch_size=8',
+               '--unroll_length=5', '--min_replay_size=8', '--queue_size=16', '--eval_episodes=2']
 
 
-def run_cli(args, tmp_path, extra_env=None, timeout=120):
-    env = dict(os.environ, **(extra_env or {}))
-    return subprocess.run(
-        [sys.executable, os.path.join(ROOT, 'launch', 'run.py'), f'--logdir={tmp_path}/run', *args],
-        capture_output=True, text=True, timeout=timeout, env=env)
+def small_options(logdir, **kwargs) -> RunOptions:
+    defaults = dict(env='CartPole-v1', num_envs=4, seed=3, logdir=str(logdir), eval_episodes=2,
+                    log_interval_s=1000.0)
+    return RunOptions(**{**defaults, **kwargs})
 
 
-def error_lines(stderr: str):
-    """The lines of `stderr` that report an error (`error: ...`)."""
-    return [l for l in stderr.splitlines() if l.startswith('error:')]
+def snapshot(directory) -> dict:
+    """{relative path: content hash} of every file under `directory`."""
+    out = {}
+    for parent, _, files in os.walk(directory):
+        for name in files:
+            path = os.path.join(parent, name)
+            with open(path, 'rb') as f:
+                out[os.path.relpath(path, directory)] = hashlib.sha256(f.read()).hexdigest()
+    return out
+
+
+@pytest.fixture(scope='module')
+def small_run(tmp_path_factory):
+    """A finished small CLEAR run on CartPole: its logdir (copy it before changing it)."""
+    logdir = tmp_path_factory.mktemp('small_run') / 'run'
+    summary = inprocess.train(small_options(logdir, num_steps=1500), SMALL_CONFIG)
+    return str(logdir), summary
+
+
+@pytest.fixture
+def run_copy(small_run, tmp_path):
+    """A copy of `small_run`'s logdir, free to change."""
+    logdir = tmp_path / 'run'
+    shutil.copytree(small_run[0], logdir)
+    return logdir
 
 
 @pytest.fixture(scope='module')
@@ -51,65 +83,106 @@ def text_env_module(tmp_path_factory):
     return str(directory)
 
 
+def assert_one_error(result, message, started):
+    assert time.monotonic() - started < 60
+    assert result.returncode == 1, result.stderr[-2000:]
+    assert len(result.errors) == 1, result.stderr[-2000:]
+    assert message in result.errors[0], result.errors
+    assert 'Traceback' not in result.stderr
+
+
 @pytest.mark.parametrize('args,message', [
     (['--agent=nope'], "unknown agent 'nope'"),
     (['--env=NoSuchEnv-v0'], "unknown environment 'NoSuchEnv-v0'"),
     (['--replay_fraction=1.5'], 'replay_fraction must be in [0, 1]'),
     (['--num_envs=0'], 'num_envs must be >= 1'),
+    (['--num_steps=-5'], 'num_steps must be >= 1'),
+    (['--agent=acer', '--env=Pendulum-v1', '--truncation_threshold=-1'],
+     'truncation_threshold must be positive'),
+    (['--agent=sac', '--policy_cloning_cost=0.3'],
+     '--policy_cloning_cost is a flag of clear, not of sac'),
+    (['--agent=clear', '--target_update_tau=0.1'], '--target_update_tau is a flag of sac'),
+    (['--learning_rate=0'], 'learning_rate must be positive'),
+    (['--replay_eviction=lifo'], 'replay_eviction must be one of'),
+    (['--hidden_sizes=64,x'], '--hidden_sizes takes comma-separated ints'),
     (['--env=text_env_mod:TextObs-v0'], 'observation space Text'),
 ])
-def test_bad_input_gives_one_clear_line_and_nonzero_exit(args, message, tmp_path,
+def test_bad_input_gives_one_clear_line_and_nonzero_exit(args, message, run_cli,
                                                          text_env_module):
-    result = run_cli(args, tmp_path, {'PYTHONPATH': text_env_module})
-    assert result.returncode == 1, result.stderr[-2000:]
-    errors = error_lines(result.stderr)
-    assert len(errors) == 1, result.stderr[-2000:]
-    assert message in errors[0]
-    assert 'Traceback' not in result.stderr
+    started = time.monotonic()
+    result = run_cli(args, {'PYTHONPATH': text_env_module})
+    assert_one_error(result, message, started)
 
 
-def small_options(tmp_path, **kwargs):
-    defaults = dict(env='CartPole-v1', num_envs=4, seed=3, logdir=str(tmp_path / 'run'),
-                    eval_episodes=2, log_interval_s=1000.0)
-    defaults.update(kwargs)
-    return training.RunOptions(**defaults)
+def test_logdir_that_is_a_file_is_an_error_and_stays(run_cli, tmp_path):
+    path = tmp_path / 'a_file'
+    path.write_text('keep me')
+    started = time.monotonic()
+    result = run_cli(SMALL_FLAGS, logdir=str(path))
+    assert_one_error(result, 'is not a directory', started)
+    assert path.read_text() == 'keep me'
 
 
-SMALL_CONFIG = CLEARConfig(lstm_size=8, hidden_sizes=(16,), batch_size=8, unroll_length=5,
-                           min_replay_size=8, queue_size=16)
+@pytest.mark.parametrize('damage,message', [
+    ('index', 'cannot read the checkpoint index'),
+    ('data', 'cannot restore checkpoint'),
+    ('run_config', 'is not a run config'),
+])
+def test_corrupt_run_is_an_error_and_stays(damage, message, run_copy, run_cli):
+    checkpoints = run_copy / rundir.CHECKPOINTS
+    if damage == 'index':
+        (checkpoints / 'checkpoint').write_text('model_checkpoint_path: "x\n garbage {{')
+    elif damage == 'data':
+        for name in os.listdir(checkpoints):
+            if '.data-' in name:
+                (checkpoints / name).write_bytes(b'\0' * 64)
+    else:
+        (run_copy / rundir.RUN_CONFIG).write_text('{"agent": ')
+    before = snapshot(run_copy)
+    started = time.monotonic()
+    result = run_cli(SMALL_FLAGS + ['--num_steps=3000'], logdir=str(run_copy))
+    assert_one_error(result, message, started)
+    assert snapshot(run_copy) == before
 
 
-def test_summary_and_resume_from_checkpoint(tmp_path):
-    first = training.train(small_options(tmp_path, num_steps=1500), SMALL_CONFIG)
+@pytest.mark.parametrize('keep_run_config,message', [
+    (True, 'holds a run of --agent=clear --env=CartPole-v1, not --agent=acer'),
+    (False, 'cannot restore checkpoint'),
+])
+def test_another_agents_run_is_an_error_and_stays(keep_run_config, message, run_copy, run_cli):
+    if not keep_run_config:  # only the checkpoint tells
+        os.remove(run_copy / rundir.RUN_CONFIG)
+    before = snapshot(run_copy)
+    started = time.monotonic()
+    result = run_cli(['--agent=acer', '--num_envs=4', '--eval_episodes=2'], logdir=str(run_copy))
+    assert_one_error(result, message, started)
+    assert snapshot(run_copy) == before
+
+
+def test_summary_and_resume_from_checkpoint(small_run, run_copy):
+    _, first = small_run
     for key in SUMMARY_KEYS:
         assert key in first, key
-    with open(tmp_path / 'run' / 'summary.json') as f:
+    with open(run_copy / 'summary.json') as f:
         assert json.load(f)['learner_steps'] == first['learner_steps']
     assert first['learner_steps'] > 0 and first['env_steps'] >= 1500
     # The same logdir resumes: counters continue from the checkpoint, not from zero.
-    second = training.train(small_options(tmp_path, num_steps=3000), SMALL_CONFIG)
+    second = inprocess.train(small_options(run_copy, num_steps=3000), SMALL_CONFIG)
     assert second['learner_steps'] > first['learner_steps']
     assert second['env_steps'] >= 3000
     assert second['env_steps'] - first['env_steps'] < 3000  # did not start over
 
 
-def test_corrupt_checkpoint_is_a_clear_error(tmp_path):
-    training.train(small_options(tmp_path, num_steps=500), SMALL_CONFIG)
-    other = CLEARConfig(lstm_size=16, hidden_sizes=(16,), batch_size=8, unroll_length=5,
-                        min_replay_size=8, queue_size=16)
-    run_config = (tmp_path / 'run' / training.RUN_CONFIG).read_text()
-    checkpoints = sorted(os.listdir(tmp_path / 'run' / 'checkpoints'))
-    with pytest.raises(training.TrainingError, match='cannot restore checkpoint'):
-        training.train(small_options(tmp_path, num_steps=1000), other)
-    # Nothing already saved was changed.
-    assert (tmp_path / 'run' / training.RUN_CONFIG).read_text() == run_config
-    assert sorted(os.listdir(tmp_path / 'run' / 'checkpoints')) == checkpoints
+def test_another_network_is_a_clear_error(run_copy):
+    other = configs.replace(SMALL_CONFIG, lstm_size=16)
+    before = snapshot(run_copy)
+    with pytest.raises(rundir.TrainingError, match='cannot restore checkpoint'):
+        inprocess.train(small_options(run_copy, num_steps=3000), other)
+    assert snapshot(run_copy) == before
 
 
-def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
-    training.train(small_options(tmp_path, num_steps=500), SMALL_CONFIG)
-    checkpoints = sorted(os.listdir(tmp_path / 'run' / 'checkpoints'))
-
+def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(run_copy, monkeypatch):
+    checkpoints = sorted(os.listdir(run_copy / rundir.CHECKPOINTS))
     from agents.clear.learning import CLEARLearner
     real_step = CLEARLearner.step
 
@@ -119,6 +192,6 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(tmp_path, monk
         return metrics
 
     monkeypatch.setattr(CLEARLearner, 'step', nan_step)
-    with pytest.raises(training.TrainingError, match='non-finite loss'):
-        training.train(small_options(tmp_path, num_steps=100_000), SMALL_CONFIG)
-    assert sorted(os.listdir(tmp_path / 'run' / 'checkpoints')) == checkpoints
+    with pytest.raises(rundir.TrainingError, match='non-finite loss'):
+        inprocess.train(small_options(run_copy, num_steps=100_000), SMALL_CONFIG)
+    assert sorted(os.listdir(run_copy / rundir.CHECKPOINTS)) == checkpoints

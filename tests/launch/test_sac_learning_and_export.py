@@ -2,7 +2,6 @@
 ratio held by Reverb, a mixed discrete/continuous task, and the exported
 actor acting like the library's policy without the library."""
 
-import os
 import subprocess
 import sys
 
@@ -10,12 +9,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from agents import registry
 from agents.sac.config import SACConfig
-from launch import export, registry, training
-
-# The helpers and the standalone script are shared with the CLEAR / ACER tests.
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_learning_and_export import SEEDS, library_greedy_returns, run_standalone  # noqa: E402
+from launch import inprocess
+from launch.options import RunOptions
 
 # `python launch/run.py --agent=sac --env=Pendulum-v1`: 8 envs, 10k env steps.
 RUN_DEFAULTS = registry.get('sac').run_defaults
@@ -25,10 +22,9 @@ PENDULUM_STEPS = RUN_DEFAULTS['num_steps']
 @pytest.fixture(scope='module')
 def pendulum(tmp_path_factory):
     logdir = tmp_path_factory.mktemp('sac_pendulum')
-    options = training.RunOptions(**{**RUN_DEFAULTS, 'agent': 'sac', 'env': 'Pendulum-v1',
-                                     'seed': 0, 'logdir': str(logdir),
-                                     'log_interval_s': 1000.0})
-    return training.train(options, SACConfig()), str(logdir)
+    options = RunOptions(**{**RUN_DEFAULTS, 'agent': 'sac', 'env': 'Pendulum-v1',
+                            'seed': 0, 'logdir': str(logdir), 'log_interval_s': 1000.0})
+    return inprocess.train(options, SACConfig()), str(logdir)
 
 
 def test_pendulum_learns_within_budget(pendulum):
@@ -46,12 +42,10 @@ def test_reverb_holds_the_update_to_data_ratio(pendulum):
     assert abs(summary['learner_steps'] - expected) <= 0.1 * expected, summary
 
 
-def test_exported_actor_acts_like_the_library_without_it(pendulum, tmp_path):
+def test_exported_actor_acts_like_the_library_without_it(pendulum, tmp_path, compare_exported):
     summary, logdir = pendulum
-    core, action_space, _, env_id = export.restore_core(logdir)
-    expected = library_greedy_returns(core, action_space, env_id, SEEDS)
-    output = run_standalone(summary['saved_model'], env_id, SEEDS, tmp_path)
-    np.testing.assert_allclose(output['returns'], expected, rtol=1e-4)
+    expected, standalone = compare_exported(logdir, summary['saved_model'], tmp_path)
+    np.testing.assert_allclose(standalone, expected, rtol=1e-4)
     assert np.mean(expected) >= -400  # the trained actor, not an untrained one
     # Only the actor is exported: no critic variables in the SavedModel.
     variables = subprocess.run(
@@ -109,10 +103,9 @@ def random_policy_return(episodes=4000, seed=0):
 def test_mixed_actions_learn_far_above_random(tmp_path):
     random_return = random_policy_return()
     assert 0.15 < random_return < 0.25
-    options = training.RunOptions(agent='sac', env='TargetReach-v0', num_envs=8,
-                                  num_steps=3000, seed=0, logdir=str(tmp_path),
-                                  eval_episodes=50, log_interval_s=1000.0)
+    options = RunOptions(agent='sac', env='TargetReach-v0', num_envs=8, num_steps=3000, seed=0,
+                         logdir=str(tmp_path), eval_episodes=50, log_interval_s=1000.0)
     config = SACConfig(hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64))
-    summary = training.train(options, config)
+    summary = inprocess.train(options, config)
     assert summary['eval_return_mean'] >= random_return + 0.4, summary
     assert summary['saved_model'] is None  # Tuple actions are not exportable (logged)

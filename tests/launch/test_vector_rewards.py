@@ -3,7 +3,6 @@ trajectories, the errors, and a task whose weighting decides what is learned."""
 
 import json
 import os
-import sys
 import time
 
 import gymnasium as gym
@@ -12,12 +11,11 @@ import pytest
 import reverb
 
 from agents.sac.config import SACConfig
-from launch import environments, training
+from launch import environments, inprocess
+from launch import setup as setup_lib
+from launch.actor import EpisodeStats
+from launch.options import RunOptions
 from replay import dataset, tables
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from test_learning_and_export import run_evaluate  # noqa: E402
-from test_run import error_lines, run_cli  # noqa: E402
 
 EPISODE_LENGTH = 10
 
@@ -70,17 +68,17 @@ def test_mismatched_reward_weights_are_one_clear_error(env_id, weights, message)
 
 
 def test_actor_stores_reward_vectors_in_replay(tmp_path):
-    options = training.RunOptions(agent='sac', env='TwoGoals-v0', num_envs=4, num_steps=100,
-                                  seed=0, logdir=str(tmp_path))
+    options = RunOptions(agent='sac', env='TwoGoals-v0', num_envs=4, num_steps=100, seed=0,
+                         logdir=str(tmp_path))
     config = SACConfig(hidden_sizes=(8,), critic_hidden_sizes=(8,), reward_weights=(1.0, 0.0),
                        learning_starts=16)
-    envs = training.make_envs(options, config, options.num_envs, 0)
-    setup = training.make_setup(options, config, envs)
+    envs = setup_lib.make_envs(options, config, options.num_envs, 0)
+    setup = setup_lib.make_setup(options, config, envs)
     assert setup.signature.steps.reward.shape == (2, 4, 2)  # [n + 1, envs, components]
-    server = reverb.Server(training.make_server_tables(setup))
+    server = reverb.Server(setup_lib.make_server_tables(setup))
     client = reverb.Client(f'localhost:{server.port}')
     try:
-        actor = training.make_actor(setup, client, envs, 0, training.EpisodeStats())
+        actor = setup_lib.make_actor(setup, client, envs, 0, EpisodeStats())
         actor._fetcher = None  # no learner publishes here
         deadline = time.monotonic() + 60  # a bug here fails the test instead of hanging
         actor.run(lambda: time.monotonic() > deadline, max_env_steps=20)  # 5 items; 8 fit
@@ -99,13 +97,12 @@ def test_actor_stores_reward_vectors_in_replay(tmp_path):
 
 
 @pytest.mark.parametrize('weights,goal', [((1.0, 0.0), 0.8), ((0.0, 1.0), -0.8)])
-def test_weights_decide_what_sac_learns(tmp_path, weights, goal):
-    options = training.RunOptions(agent='sac', env='TwoGoals-v0', num_envs=8, num_steps=1500,
-                                  seed=0, logdir=str(tmp_path), eval_episodes=4,
-                                  log_interval_s=1000.0)
+def test_weights_decide_what_sac_learns(tmp_path, weights, goal, run_script, error_lines):
+    options = RunOptions(agent='sac', env='TwoGoals-v0', num_envs=8, num_steps=1500, seed=0,
+                         logdir=str(tmp_path), eval_episodes=4, log_interval_s=1000.0)
     config = SACConfig(hidden_sizes=(32, 32), critic_hidden_sizes=(32, 32),
                        reward_weights=weights)
-    summary = training.train(options, config)
+    summary = inprocess.train(options, config)
     # The weighted return of a deterministic policy: 0 at the goal, -9.7 for
     # uniform random actions, -25.6 at the other goal.
     assert summary['eval_return_mean'] > -1.0, summary
@@ -116,24 +113,22 @@ def test_weights_decide_what_sac_learns(tmp_path, weights, goal):
     importable = {'PYTHONPATH': os.pathsep.join([here, os.environ.get('PYTHONPATH', '')])}
     env_flag = f'--env={os.path.splitext(os.path.basename(__file__))[0]}:TwoGoals-v0'
     weights_flag = '--reward_weights=' + ','.join(str(w) for w in weights)
-    result = run_evaluate([f'--saved_model={summary["saved_model"]}', env_flag, weights_flag,
-                           '--episodes=2'], importable)
+    result = run_script('evaluate', [f'--saved_model={summary["saved_model"]}', env_flag,
+                                     weights_flag, '--episodes=2'], importable)
     assert result.returncode == 0, result.stderr[-2000:]
     returned = json.loads(result.stdout.strip().splitlines()[-1])
     assert returned['return_mean'] == pytest.approx(summary['eval_return_mean'], abs=1e-3)
-    result = run_evaluate([f'--saved_model={summary["saved_model"]}', env_flag, '--episodes=1'],
-                          importable)
+    result = run_script('evaluate', [f'--saved_model={summary["saved_model"]}', env_flag,
+                                     '--episodes=1'], importable)
     assert result.returncode == 1
     assert error_lines(result.stderr) == [
         'error: the environment\'s rewards have 2 components: pass --reward_weights with 2 '
         'numbers'], result.stderr[-2000:]
 
 
-def test_cli_rejects_reward_weights_that_do_not_fit(tmp_path):
+def test_cli_rejects_reward_weights_that_do_not_fit(run_cli):
     for value, message in [('1,2', 'Pendulum-v1 has scalar rewards'),
                            ('1,x', '--reward_weights takes comma-separated floats')]:
-        result = run_cli(['--agent=sac', '--env=Pendulum-v1', f'--reward_weights={value}'],
-                         tmp_path)
+        result = run_cli(['--agent=sac', '--env=Pendulum-v1', f'--reward_weights={value}'])
         assert result.returncode == 1
-        lines = error_lines(result.stderr)
-        assert len(lines) == 1 and message in lines[0], result.stderr[-2000:]
+        assert len(result.errors) == 1 and message in result.errors[0], result.stderr[-2000:]

@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from networks import observations
-from networks.cores import ActorCriticCore, AgentOutput, CoreInputs
+from networks.cores import ActorCriticCore, AgentOutput, CoreInputs, CoreParts, LSTMMemory
 from networks.distributions import ActionSpace, UnsupportedSpaceError
 
 T, B = 5, 3
@@ -47,7 +47,7 @@ def _random_inputs(core, observation_space, lead_shape, seed, first=None):
     action_space = core._action_space
     prev_action = tuple(
         tf.constant(rng.randint(0, leaf.size, lead_shape), tf.int32)
-        if leaf.kind == 'categorical'
+        if leaf.discrete
         else tf.constant(rng.randn(*(lead_shape + (leaf.size,))), tf.float32)
         for leaf in action_space.leaves)
     if first is None:
@@ -229,7 +229,7 @@ def test_first_step_ignores_prev_action_reward_and_state(action_space, lstm_size
     # Other prev action, prev reward and state: same outputs where `first` is true.
     other = inputs._replace(
         prev_action=tuple(
-            (a + 1) % leaf.size if leaf.kind == 'categorical' else a * -2.0 + 1.0
+            (a + 1) % leaf.size if leaf.discrete else a * -2.0 + 1.0
             for leaf, a in zip(core._action_space.leaves, inputs.prev_action)),
         prev_reward=inputs.prev_reward * -3.0 + 1.0)
     other_out, other_state = core(other, _random_state(core, seed=14))
@@ -411,3 +411,49 @@ def test_image_inside_nest_is_unsupported():
 def test_unsupported_action_space_in_core():
     with pytest.raises(UnsupportedSpaceError, match='Text'):
         ActorCriticCore(CARTPOLE_OBS, ActionSpace(gym.spaces.Text(5)))
+
+
+# --- parts and variables -----------------------------------------------------------
+
+def test_parts_follow_the_constructor_arguments():
+    space = ActionSpace(gym.spaces.Box(-1.0, 1.0, (2,), np.float32))
+    full = ActorCriticCore(CARTPOLE_OBS, space, hidden_sizes=HIDDEN, lstm_size=LSTM,
+                           num_q_values=3, advantage_hidden_sizes=(4,),
+                           normalize_observations=True)
+    assert all(part is not None for part in full.parts)
+    assert isinstance(full.parts, CoreParts) and isinstance(full.parts.memory, LSTMMemory)
+    bare = ActorCriticCore(CARTPOLE_OBS, space, hidden_sizes=HIDDEN, lstm_size=0,
+                           condition_on_previous=False, baseline=False)
+    assert [field for field, part in zip(CoreParts._fields, bare.parts) if part is not None] == [
+        'torso', 'policy_head']
+    assert not bare.recurrent and not bare.has_advantage_head
+
+
+@pytest.mark.parametrize('observation_space', [CARTPOLE_OBS, MIXED_OBS,
+                                               gym.spaces.Box(0, 255, (36, 36, 3), np.uint8)],
+                         ids=['vector', 'tuple', 'image'])
+def test_create_variables_builds_every_variable(observation_space):
+    space = ActionSpace(gym.spaces.Box(-1.0, 1.0, (2,), np.float32))
+    core = ActorCriticCore(observation_space, space, hidden_sizes=HIDDEN, lstm_size=LSTM,
+                           num_q_values=2, advantage_hidden_sizes=(4,))
+    core.create_variables()
+    names = sorted(v.name for v in core.variables)
+    # Using the core (including the advantage head) creates nothing new.
+    out, _ = core.unroll(_random_inputs(core, observation_space, (T, B), seed=0, first=FIRST),
+                         core.initial_state(B))
+    core.advantage(tf.reshape(out.features, [T * B, -1]), tf.zeros([T * B, 2]))
+    assert sorted(v.name for v in core.variables) == names
+    assert core.features_size == LSTM
+
+
+def test_variable_names_name_the_parts():
+    """Learners and tests select variables by these names (e.g. ACER's 'baseline_head')."""
+    space = ActionSpace(gym.spaces.Box(-1.0, 1.0, (2,), np.float32))
+    core = ActorCriticCore(CARTPOLE_OBS, space, hidden_sizes=HIDDEN, lstm_size=LSTM,
+                           num_q_values=2, advantage_hidden_sizes=(4,),
+                           normalize_observations=True, name='core')
+    core.create_variables()
+    names = {v.name for v in core.variables}
+    assert {'core/policy_head/w:0', 'core/baseline_head/w:0', 'core/q_head/w:0',
+            'core/advantage_head/linear_0/w:0', 'core/observation_normalizer/mean:0',
+            'core/lstm/w_i:0', 'core/observation_torso/mlp/linear_0/w:0'} <= names

@@ -6,7 +6,8 @@ import tensorflow as tf
 import tensorflow_probability as tfp
 
 from networks.distributions import (
-    LOG_STD_MAX, LOG_STD_MIN, ActionSpace, Leaf, UnsupportedSpaceError)
+    LOG_STD_MAX, LOG_STD_MIN, ActionSpace, Categorical, Gaussian, Leaf, TanhGaussian,
+    UnsupportedSpaceError)
 
 tfd = tfp.distributions
 
@@ -22,7 +23,7 @@ def _random_params(space: ActionSpace, batch_shape, seed):
     rng = np.random.RandomState(seed)
     params = []
     for leaf in space.leaves:
-        if leaf.kind == 'categorical':
+        if leaf.discrete:
             params.append(tf.constant(rng.randn(*batch_shape, leaf.size) * 2.0, tf.float32))
         else:
             mean = rng.randn(*batch_shape, leaf.size)
@@ -35,20 +36,20 @@ def _random_actions(space: ActionSpace, batch_shape, seed):
     rng = np.random.RandomState(seed)
     return tuple(
         tf.constant(rng.randint(0, leaf.size, size=batch_shape), tf.int32)
-        if leaf.kind == 'categorical'
+        if leaf.discrete
         else tf.constant(rng.randn(*batch_shape, leaf.size), tf.float32)
         for leaf in space.leaves)
 
 
 def _tfp_leaf(leaf: Leaf, p: tf.Tensor) -> tfd.Distribution:
-    if leaf.kind == 'categorical':
+    if leaf.discrete:
         return tfd.Categorical(logits=p)
     mean, log_std = tf.split(p, 2, axis=-1)
     return tfd.MultivariateNormalDiag(loc=mean, scale_diag=tf.exp(log_std))
 
 
 def _tfp_leaf_independent(leaf: Leaf, p: tf.Tensor) -> tfd.Distribution:
-    if leaf.kind == 'categorical':
+    if leaf.discrete:
         return tfd.Categorical(logits=p)
     mean, log_std = tf.split(p, 2, axis=-1)
     return tfd.Independent(tfd.Normal(mean, tf.exp(log_std)), reinterpreted_batch_ndims=1)
@@ -57,35 +58,45 @@ def _tfp_leaf_independent(leaf: Leaf, p: tf.Tensor) -> tfd.Distribution:
 # --- leaves -------------------------------------------------------------------
 
 @pytest.mark.parametrize('space, expected', [
-    (gym.spaces.Discrete(4), [Leaf('categorical', 4, 0)]),
-    (gym.spaces.Discrete(3, start=2), [Leaf('categorical', 3, 2)]),
-    (gym.spaces.Discrete(5, start=-1), [Leaf('categorical', 5, -1)]),
+    (gym.spaces.Discrete(4), [Categorical(4, 0)]),
+    (gym.spaces.Discrete(3, start=2), [Categorical(3, 2)]),
+    (gym.spaces.Discrete(5, start=-1), [Categorical(5, -1)]),
     (gym.spaces.MultiDiscrete([2, 3, 4]),
-     [Leaf('categorical', 2), Leaf('categorical', 3), Leaf('categorical', 4)]),
+     [Categorical(2), Categorical(3), Categorical(4)]),
     (gym.spaces.MultiDiscrete([2, 3], start=[1, -1]),
-     [Leaf('categorical', 2, 1), Leaf('categorical', 3, -1)]),
+     [Categorical(2, 1), Categorical(3, -1)]),
     (gym.spaces.MultiDiscrete([[2, 3], [4, 5]]),
-     [Leaf('categorical', n) for n in (2, 3, 4, 5)]),
-    (_box(2), [Leaf('gaussian', 2)]),
-    (_box(2, 3), [Leaf('gaussian', 6)]),
-    (gym.spaces.Box(-1.0, 1.0, (2,), np.float64), [Leaf('gaussian', 2)]),
+     [Categorical(n) for n in (2, 3, 4, 5)]),
+    (_box(2), [Gaussian(2)]),
+    (_box(2, 3), [Gaussian(6)]),
+    (gym.spaces.Box(-1.0, 1.0, (2,), np.float64), [Gaussian(2)]),
     (gym.spaces.Tuple((gym.spaces.Discrete(3), _box(2))),
-     [Leaf('categorical', 3), Leaf('gaussian', 2)]),
+     [Categorical(3), Gaussian(2)]),
     (gym.spaces.Tuple((gym.spaces.MultiDiscrete([2, 2]),
                        gym.spaces.Tuple((_box(1), gym.spaces.Discrete(2, start=1))))),
-     [Leaf('categorical', 2), Leaf('categorical', 2), Leaf('gaussian', 1),
-      Leaf('categorical', 2, 1)]),
+     [Categorical(2), Categorical(2), Gaussian(1),
+      Categorical(2, 1)]),
     (gym.spaces.Dict({'move': _box(2), 'fire': gym.spaces.Discrete(2)}),
      # gymnasium sorts the keys of a plain dict: 'fire' < 'move'.
-     [Leaf('categorical', 2), Leaf('gaussian', 2)]),
+     [Categorical(2), Gaussian(2)]),
     (gym.spaces.Dict({'a': gym.spaces.Tuple((gym.spaces.Discrete(3), _box(4))),
                       'b': gym.spaces.MultiDiscrete([5])}),
-     [Leaf('categorical', 3), Leaf('gaussian', 4), Leaf('categorical', 5)]),
+     [Categorical(3), Gaussian(4), Categorical(5)]),
 ])
 def test_leaves(space, expected):
     action_space = ActionSpace(space)
     assert list(action_space.leaves) == expected
     assert action_space.space is space
+
+
+def test_leaf_classes():
+    assert Categorical(3).discrete
+    assert not Gaussian(2).discrete and not TanhGaussian(2).discrete
+    # The kind is the type: a squashed and a plain Gaussian of one size differ.
+    assert Gaussian(2) != TanhGaussian(2)
+    assert [l.param_size for l in (Categorical(3, 1), Gaussian(2), TanhGaussian(2))] == [3, 4, 4]
+    assert [l.action_spec() for l in (Categorical(3), TanhGaussian(2))] == [
+        tf.TensorSpec([], tf.int32), tf.TensorSpec([2], tf.float32)]
 
 
 def test_sizes_and_specs():
@@ -188,7 +199,7 @@ def test_nest_sums_over_leaves(space):
     np.testing.assert_allclose(action_space.kl_divergence(p, q), expected_kl, rtol=1e-4, atol=1e-5)
 
     # And each equals the sum of the single-leaf computations of the library.
-    leaf_spaces = [ActionSpace(gym.spaces.Discrete(l.size)) if l.kind == 'categorical'
+    leaf_spaces = [ActionSpace(gym.spaces.Discrete(l.size)) if l.discrete
                    else ActionSpace(_box(l.size)) for l in action_space.leaves]
     np.testing.assert_allclose(
         action_space.log_prob(p, a),
@@ -236,7 +247,7 @@ def test_sample_shapes_and_dtypes():
         assert action.dtype == spec.dtype
         assert action.shape.as_list() == [B] + spec.shape.as_list()
     for leaf, action in zip(space.leaves, actions):
-        if leaf.kind == 'categorical':
+        if leaf.discrete:
             assert np.all((action.numpy() >= 0) & (action.numpy() < leaf.size))
     assert space.log_prob(params, actions).shape.as_list() == [B]
 
@@ -360,7 +371,7 @@ def test_env_round_trip(space):
     leaves = action_space.from_env(env_actions)
     assert len(leaves) == len(action_space.leaves)
     for leaf, x in zip(action_space.leaves, leaves):
-        if leaf.kind == 'categorical':
+        if leaf.discrete:
             assert x.dtype == np.int32 and x.shape == (B,)
             assert np.all((x >= 0) & (x < leaf.size)), x
         else:
@@ -437,7 +448,7 @@ def _squashed_reference(params, action):
 
 def test_squashed_box_leaves_and_bounds():
     space = ActionSpace(gym.spaces.Box(-2.0, 2.0, (3,), np.float32), squash=True)
-    assert space.leaves == (Leaf('tanh_gaussian', 3),)
+    assert space.leaves == (TanhGaussian(3),)
     with pytest.raises(UnsupportedSpaceError, match='infinite bounds'):
         ActionSpace(gym.spaces.Box(-np.inf, np.inf, (2,), np.float32), squash=True)
 

@@ -14,7 +14,7 @@ import pytest
 import reverb
 import tensorflow as tf
 
-from launch import environments, training
+from launch import environments
 from launch.actor import Actor
 from networks.cores import ActorCriticCore, CoreInputs
 from networks.observations import observation_spec
@@ -127,7 +127,7 @@ def _run_actor(env_id, num_steps, seed, path):
     obs_space = envs.single_observation_space
     obs_spec = observation_spec(obs_space)
     core = ActorCriticCore(obs_space, action_space, hidden_sizes=(8,), lstm_size=8)
-    training.create_variables(core, obs_spec, action_space)
+    core.create_variables()
     step_spec = trajectory.step_spec(obs_spec, action_space.action_specs(),
                                      action_space.param_specs())
     state_spec = tf.nest.map_structure(lambda x: tf.TensorSpec(x.shape[1:], x.dtype),

@@ -1,0 +1,57 @@
+"""ACER as the wiring sees it: the contract, with its on-policy/replay schedule."""
+
+from typing import Any, Callable, Tuple
+
+from agents import contract
+from agents.acer.config import ACERConfig
+from agents.acer.learning import METRICS, ACERLearner
+from networks.cores import ActorCriticCore
+from networks.distributions import ActionSpace, UnsupportedSpaceError
+
+
+class ACER(contract.Agent):
+    """Retrace, truncated importance sampling with bias correction, trust region."""
+
+    name = 'acer'
+    config_class = ACERConfig
+
+    def data_plan(self, config: ACERConfig) -> contract.DataPlan:
+        # One on-policy batch from `queue`, then `replay_ratio` replayed ones once
+        # replay holds `min_replay_sequences` (checked without blocking: the actors
+        # wait on the queue the on-policy batches drain).
+        return contract.DataPlan(
+            sequence_length=config.sequence_length,
+            sequence_period=config.unroll_length,
+            learned_steps=config.unroll_length,
+            batch_sequences=config.batch_size,
+            replay_fraction=0.0,
+            replay_size=config.replay.replay_size,
+            queue_size=config.replay.queue_size,
+            min_replay_size=1,
+            replay_eviction=config.replay.replay_eviction,
+            schedule=contract.ReplaySchedule(ratio=config.replay_ratio,
+                                             poisson=config.replay_ratio_poisson,
+                                             start_size=config.min_replay_sequences))
+
+    def build_core(self, observation_space: Any, action_space: ActionSpace,
+                   config: ACERConfig) -> ActorCriticCore:
+        if len(action_space.leaves) != 1:
+            raise UnsupportedSpaceError(
+                f'acer supports one Discrete or one Box action space, got {action_space.space}')
+        common = dict(torso=config.torso, hidden_sizes=config.hidden_sizes,
+                      lstm_size=config.lstm_size)
+        if action_space.is_discrete:
+            # Q(x, .) from a Q head; V = sum_a pi(a) Q(a), so no value head.
+            return ActorCriticCore(observation_space, action_space,
+                                   num_q_values=action_space.leaves[0].size, baseline=False,
+                                   **common)
+        # The stochastic dueling network: a V head and an A(x, a) MLP.
+        return ActorCriticCore(observation_space, action_space,
+                               advantage_hidden_sizes=config.advantage_hidden_sizes, **common)
+
+    def build_learner(self, make_core: Callable[[], ActorCriticCore], action_space: ActionSpace,
+                      config: ACERConfig) -> ACERLearner:
+        return ACERLearner(make_core(), action_space, config, make_core)
+
+    def metric_names(self, config: ACERConfig, action_space: ActionSpace) -> Tuple[str, ...]:
+        return METRICS

@@ -1,0 +1,43 @@
+"""CLEAR (and IMPALA, `replay_fraction=0`) as the wiring sees it: the contract."""
+
+from typing import Any, Callable, Tuple
+
+from agents import contract
+from agents.clear.config import CLEARConfig
+from agents.clear.learning import METRICS, CLEARLearner
+from networks.cores import ActorCriticCore
+from networks.distributions import ActionSpace
+
+
+class CLEAR(contract.Agent):
+    """V-trace actor-critic on mixed fresh/replayed batches with behavioural cloning."""
+
+    name = 'clear'
+    config_class = CLEARConfig
+
+    def data_plan(self, config: CLEARConfig) -> contract.DataPlan:
+        # Each learner step takes `replay_fraction` of its sequences from replay
+        # and the rest fresh; every sequence is written to both tables it needs.
+        num_replayed = round(config.replay_fraction * config.batch_size)
+        return contract.DataPlan(
+            sequence_length=config.sequence_length,
+            sequence_period=config.unroll_length,
+            learned_steps=config.unroll_length,
+            batch_sequences=config.batch_size,
+            replay_fraction=config.replay_fraction,
+            replay_size=config.replay.replay_size,
+            queue_size=config.replay.queue_size,
+            min_replay_size=max(config.min_replay_size, num_replayed),
+            replay_eviction=config.replay.replay_eviction)
+
+    def build_core(self, observation_space: Any, action_space: ActionSpace,
+                   config: CLEARConfig) -> ActorCriticCore:
+        return ActorCriticCore(observation_space, action_space, torso=config.torso,
+                               hidden_sizes=config.hidden_sizes, lstm_size=config.lstm_size)
+
+    def build_learner(self, make_core: Callable[[], ActorCriticCore], action_space: ActionSpace,
+                      config: CLEARConfig) -> CLEARLearner:
+        return CLEARLearner(make_core(), action_space, config)
+
+    def metric_names(self, config: CLEARConfig, action_space: ActionSpace) -> Tuple[str, ...]:
+        return METRICS

@@ -1,0 +1,178 @@
+"""The agent contract: everything the wiring in `launch/` reads from an agent.
+
+An agent is a sub-package of `agents/` (`agents/clear`, `agents/acer`,
+`agents/sac`) that a newcomer can read alone: a config, pure losses, a
+learner, and one `Agent` object, listed in `agents/registry.py`. The wiring
+(`launch/`) builds environments, the Reverb server and its tables, the
+actors, the learner loop and the export for *any* agent from what that
+object declares here, and from nothing else: it never reads an agent's
+config fields, never imports an agent's modules, and never asks which agent
+it is running.
+
+What an agent declares:
+
+1. `config_class`: a frozen dataclass built with `agents.configs` (one
+   documented `field` per knob, checks in `__post_init__`, the shared
+   `optimizer` and `replay` sub-configs). Its fields become the flags of the
+   same names.
+2. `data_plan(config)` -> `DataPlan`: the shape of its data. What a stored
+   sequence is (length, period), what one learner batch is (how many
+   sequences, how many transitions each contributes), how many rows come
+   from `replay` and how many from `queue`, the table sizes, a
+   sample-to-insert ratio if the agent fixes one, and a `ReplaySchedule` if
+   batches alternate between the tables instead of mixing them (ACER).
+3. `build_core(observation_space, action_space, config)` -> the acting core
+   (`networks.cores.ActorCriticCore`): what the actors run, what the
+   learner publishes, what is exported.
+4. `build_learner(make_core, action_space, config)` -> a `Learner`: the
+   learner owns the core `make_core()` returns (and may call it again for
+   copies, e.g. ACER's average network).
+5. `metric_names(config, action_space)`: the scalar names `Learner.step`
+   returns (the TensorBoard names); the contract test holds every agent to it.
+6. `squash_actions`: continuous actions as tanh-squashed Gaussians in
+   [-1, 1] (SAC) rather than unbounded Gaussians.
+7. `reward_weights(config)`: the weights of a vector reward, when the agent
+   learns one (else None: the environment must have scalar rewards).
+8. `run_defaults`: run options (`launch.options.RunOptions` fields such as
+   `num_envs`, `num_steps`) this agent defaults differently.
+
+What an agent may assume: batches arrive in `replay.dataset.Batch`'s
+time-major layout with `data_plan`'s sequence length and rows; the learner
+is checkpointed whole with `tf.train.Checkpoint(learner=...)`; `set_progress`
+is called before every step with the fraction of the env-step budget spent.
+"""
+
+import abc
+import dataclasses
+from typing import Any, Callable, Dict, Mapping, Optional, Protocol, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+from networks.cores import ActorCriticCore
+from networks.distributions import ActionSpace
+from replay.tables import QUEUE, REPLAY
+
+
+@dataclasses.dataclass(frozen=True)
+class ReplaySchedule:
+    """Batches alternate between tables: one on-policy batch from `queue`, then
+    `ratio` fully replayed batches from `replay` (ACER's `n_times_replay`)."""
+    ratio: float  # replayed batches after each on-policy one (mean, if poisson)
+    poisson: bool  # draw each count from Poisson(ratio) instead of round(ratio)
+    start_size: int  # sequences in `replay` before replayed batches begin (never blocks)
+
+    def replayed_batches(self, rng: np.random.Generator) -> int:
+        return int(rng.poisson(self.ratio)) if self.poisson else int(round(self.ratio))
+
+
+@dataclasses.dataclass(frozen=True)
+class DataPlan:
+    """How an agent's experience flows through Reverb.
+
+    A *sequence* is `sequence_length` consecutive steps of one environment
+    (`replay.trajectory.Sequence`); table sizes count sequences. A learner
+    batch is `batch_sequences` sequences, each contributing `learned_steps`
+    transitions (the rest of a sequence bootstraps, looks ahead or burns in).
+    """
+    sequence_length: int  # steps in one stored sequence
+    sequence_period: int  # steps between the starts of one environment's consecutive sequences
+    learned_steps: int  # transitions a learner step learns from in one sequence
+    batch_sequences: int  # sequences in one learner batch
+    replay_fraction: float  # share of a batch's sequences from `replay` (mixed batches)
+    replay_size: int  # sequences `replay` keeps
+    queue_size: int  # sequences `queue` buffers
+    min_replay_size: int  # sequences in `replay` before it can be sampled (sampling waits)
+    replay_eviction: str = 'fifo'  # 'fifo' or 'reservoir' (random discard)
+    samples_per_insert: Optional[float] = None  # replayed sequences per inserted one, held by Reverb
+    group_envs: bool = False  # one item holds the same steps of all an actor's environments
+    random_steps: int = 0  # each actor's first env steps take uniformly random actions
+    schedule: Optional[ReplaySchedule] = None  # alternate tables instead of mixing them
+
+    def __post_init__(self):
+        checks = [
+            (self.sequence_length >= 2, 'a sequence needs >= 2 steps (the last one bootstraps)'),
+            (1 <= self.sequence_period < self.sequence_length,
+             'sequence_period must be in [1, sequence_length - 1] (consecutive sequences '
+             'overlap by the bootstrap step)'),
+            (1 <= self.learned_steps < self.sequence_length,
+             'learned_steps must be in [1, sequence_length - 1]'),
+            (self.batch_sequences >= 1, 'batch_sequences must be >= 1'),
+            (0.0 <= self.replay_fraction <= 1.0, 'replay_fraction must be in [0, 1]'),
+            (self.schedule is None or self.replay_fraction == 0.0,
+             'a ReplaySchedule alternates whole batches: its on-policy batch has '
+             'replay_fraction 0'),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise ValueError(f'{message}; got {self}')
+
+    @property
+    def num_replayed(self) -> int:
+        """Replayed sequences in a mixed batch."""
+        return int(round(self.replay_fraction * self.batch_sequences))
+
+    @property
+    def num_fresh(self) -> int:
+        """Fresh (on-policy) sequences in a mixed batch."""
+        return self.batch_sequences - self.num_replayed
+
+    @property
+    def tables(self) -> Tuple[str, ...]:
+        """The tables every written sequence goes into."""
+        if self.schedule is not None:
+            return (QUEUE, REPLAY)
+        return (((QUEUE,) if self.num_fresh else ()) + ((REPLAY,) if self.num_replayed else ()))
+
+    @property
+    def transitions_per_batch(self) -> int:
+        """Transitions one learner step learns from (what a benchmark counts)."""
+        return self.batch_sequences * self.learned_steps
+
+
+class Learner(Protocol):
+    """What the wiring uses of a learner (a `tf.Module`, checkpointed whole)."""
+    core: ActorCriticCore  # the acting core it trains: published, evaluated, exported
+    num_steps: tf.Variable  # int64 learner steps taken (part of the checkpoint)
+
+    def step(self, batch: Any) -> Dict[str, tf.Tensor]:
+        """One update on a `replay.dataset.Batch`; scalar metrics by name."""
+
+    def set_progress(self, fraction: float) -> None:
+        """`fraction` of the env-step budget is spent (learning-rate schedules)."""
+
+
+class Agent(abc.ABC):
+    """One learning algorithm, as the wiring sees it (see the module docstring)."""
+
+    name: str  # the `--agent` value
+    config_class: type  # frozen dataclass built with `agents.configs`
+    squash_actions: bool = False  # tanh-squashed continuous actions in [-1, 1]
+    run_defaults: Mapping[str, Any] = {}  # RunOptions fields this agent defaults differently
+
+    @abc.abstractmethod
+    def data_plan(self, config: Any) -> DataPlan:
+        """The agent's tables, sequences and batches for `config`."""
+
+    @abc.abstractmethod
+    def build_core(self, observation_space: Any, action_space: ActionSpace,
+                   config: Any) -> ActorCriticCore:
+        """The acting core (variables may still be unbuilt: Sonnet builds lazily).
+
+        Raises `networks.distributions.UnsupportedSpaceError` (one line) for
+        spaces the agent cannot handle.
+        """
+
+    @abc.abstractmethod
+    def build_learner(self, make_core: Callable[[], ActorCriticCore], action_space: ActionSpace,
+                      config: Any) -> Learner:
+        """The learner; `make_core()` gives a core with every variable built."""
+
+    @abc.abstractmethod
+    def metric_names(self, config: Any, action_space: ActionSpace) -> Tuple[str, ...]:
+        """The keys of `Learner.step`'s result."""
+
+    def reward_weights(self, config: Any) -> Optional[Tuple[float, ...]]:
+        """Weights of a vector reward the agent learns per component; None: scalar rewards."""
+        del config
+        return None

@@ -1,0 +1,23 @@
+"""The agents `launch/run.py --agent=NAME` knows. Registering one here is all
+the wiring needs (see `agents/contract.py`); the contract test
+(`tests/agents/test_contract.py`) then runs it through build, a learner step,
+a checkpoint round trip and export."""
+
+from typing import Dict
+
+from agents.acer.agent import ACER
+from agents.clear.agent import CLEAR
+from agents.contract import Agent
+from agents.sac.agent import SAC
+
+AGENTS: Dict[str, Agent] = {agent.name: agent for agent in (CLEAR(), ACER(), SAC())}
+
+
+class UnknownAgentError(ValueError):
+    pass
+
+
+def get(name: str) -> Agent:
+    if name not in AGENTS:
+        raise UnknownAgentError(f'unknown agent {name!r}; choose one of {sorted(AGENTS)}')
+    return AGENTS[name]

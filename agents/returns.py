@@ -1,0 +1,51 @@
+"""Reward transforms and n-step targets shared by the agents (pure functions)."""
+
+import tensorflow as tf
+
+REWARD_CLIPPINGS = ('abs_one', 'soft_asymmetric', 'none')
+
+
+def clip_rewards(r_t: tf.Tensor, mode: str) -> tf.Tensor:
+    """`abs_one`: clip to [-1, 1]; `soft_asymmetric`: IMPALA's squashing; `none`."""
+    if mode == 'abs_one':
+        return tf.clip_by_value(r_t, -1.0, 1.0)
+    if mode == 'soft_asymmetric':
+        squeezed = tf.tanh(r_t / 5.0)
+        # Negative rewards are penalised more than positive ones are rewarded.
+        return tf.where(r_t < 0, 0.3 * squeezed, squeezed) * 5.0
+    if mode == 'none':
+        return r_t
+    raise ValueError(f'unknown reward_clipping {mode!r}; choose one of {REWARD_CLIPPINGS}')
+
+
+def n_step_targets(rewards: tf.Tensor, discounts: tf.Tensor, first: tf.Tensor,
+                   next_values: tf.Tensor, discounting: float) -> tf.Tensor:
+    """TD targets of the first transition of each sequence.
+
+    Args:
+      rewards: `[n, N]` rewards of steps 0..n-1 (or `[n, N, k]`: k components).
+      discounts: `[n, N]` 0 where the episode terminated at that step (a
+        time-limit truncation keeps 1 and bootstraps); `[n, N, 1]` with components.
+      first: `[n + 1, N]` bool, steps 0..n; `first[k]` means step k-1 held an
+        episode's final observation (the trajectory's placeholder step), so
+        step k-2's transition bootstraps from step k-1's observation; `[n + 1, N, 1]`
+        with components.
+      next_values: `[n, N]` (or `[n, N, k]`) soft values V(s_k) of steps k = 1..n.
+      discounting: gamma.
+    Returns:
+      `[N]` (or `[N, k]`): r_0 + gamma d_0 (r_1 + ...) up to the first episode end
+      or step n, bootstrapped there with the stored value.
+    """
+    n = int(rewards.shape[0])
+    target = next_values[n - 1]
+    for k in reversed(range(n)):
+        bootstrap = next_values[k]
+        if k + 2 <= n:
+            # Step k+1 is a placeholder (its successor starts an episode): it holds
+            # the final observation, whose value is the bootstrap; nothing after it
+            # belongs to this episode.
+            target = tf.where(tf.broadcast_to(first[k + 2], tf.shape(target)), bootstrap, target)
+        else:
+            target = bootstrap
+        target = rewards[k] + discounting * discounts[k] * target
+    return target

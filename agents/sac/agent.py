@@ -1,0 +1,60 @@
+"""SAC as the wiring sees it: the contract."""
+
+from typing import Any, Callable, Optional, Tuple
+
+from agents import contract
+from agents.sac.config import SACConfig
+from agents.sac.learning import SACLearner, metric_names
+from networks.cores import ActorCriticCore
+from networks.distributions import ActionSpace
+
+
+class SAC(contract.Agent):
+    """Twin-critic maximum-entropy actor-critic; discrete, continuous and mixed actions."""
+
+    name = 'sac'
+    config_class = SACConfig
+    squash_actions = True
+    # Weights every 16 updates (two actor steps of 8 envs): each publication and
+    # fetch copies the 256x256 networks, in the learner's process.
+    run_defaults = {'num_envs': 8, 'num_steps': 10_000, 'eval_episodes': 10,
+                    'publish_period': 16}
+
+    def data_plan(self, config: SACConfig) -> contract.DataPlan:
+        return contract.DataPlan(
+            sequence_length=config.sequence_length,
+            # Consecutive sequences share burn-in + n steps; feed-forward (T = 1):
+            # every step starts one.
+            sequence_period=config.unroll_length,
+            learned_steps=config.unroll_length,
+            batch_sequences=config.sequences_per_batch,
+            replay_fraction=1.0 - config.online_fraction,
+            replay_size=config.replay.replay_size,
+            queue_size=config.replay.queue_size,
+            min_replay_size=config.min_replay_size,
+            replay_eviction=config.replay.replay_eviction,
+            samples_per_insert=config.samples_per_insert,
+            # Length-2 items are cheap to store but cost Reverb per sample: one item
+            # holds all of an actor's environments (replay.trajectory).
+            group_envs=True,
+            random_steps=config.learning_starts)
+
+    def build_core(self, observation_space: Any, action_space: ActionSpace,
+                   config: SACConfig) -> ActorCriticCore:
+        # The actor only: no value head (the critics belong to the learner and are
+        # never exported). Feed-forward: pi(a | s); recurrent: the LSTM also sees the
+        # previous action and reward, as meta-RL cores do.
+        return ActorCriticCore(observation_space, action_space, torso=config.torso,
+                               hidden_sizes=config.hidden_sizes, lstm_size=config.lstm_size,
+                               condition_on_previous=config.lstm_size > 0, baseline=False,
+                               normalize_observations=config.normalize)
+
+    def build_learner(self, make_core: Callable[[], ActorCriticCore], action_space: ActionSpace,
+                      config: SACConfig) -> SACLearner:
+        return SACLearner(make_core(), action_space, config)
+
+    def metric_names(self, config: SACConfig, action_space: ActionSpace) -> Tuple[str, ...]:
+        return metric_names(config, action_space)
+
+    def reward_weights(self, config: SACConfig) -> Optional[Tuple[float, ...]]:
+        return config.reward_weights

@@ -1,0 +1,77 @@
+"""In-process training: an embedded Reverb server, one actor thread, the learner.
+
+The roles talk only through Reverb (sequences into `queue`/`replay`, weights
+through `variables`), exactly as they would across processes.
+"""
+
+import threading
+from typing import Any, Dict
+
+import numpy as np
+import reverb
+import tensorflow as tf
+from absl import logging
+
+from agents import registry
+from launch import data, rundir
+from launch import setup as setup_lib
+from launch.actor import EpisodeStats
+from launch.learner_loop import LearnerRun
+from launch.options import RunOptions
+from replay.variables import VariablePublisher
+
+
+def train(options: RunOptions, config: Any) -> Dict[str, Any]:
+    """Trains `options.agent` with `config` in one process; returns the summary
+    (also `<logdir>/summary.json`). Raises `rundir.TrainingError` and
+    `ValueError`s (bad input) with one-line messages."""
+    registry.get(options.agent)
+    rundir.check_logdir(options.logdir)
+    tf.random.set_seed(options.seed)
+    np.random.seed(options.seed)
+
+    envs = setup_lib.make_envs(options, config, options.num_envs, options.seed)
+    setup = setup_lib.make_setup(options, config, envs)
+    run = LearnerRun(setup)
+    server = reverb.Server(setup_lib.make_server_tables(setup))
+    address = f'localhost:{server.port}'
+    client = reverb.Client(address)
+    publisher = VariablePublisher(client, run.published)
+    publisher.publish()  # after the restore: actors start from the checkpoint's weights
+
+    stats = EpisodeStats()
+    actor = setup_lib.make_actor(setup, client, envs, options.seed, stats)
+    stop_event = threading.Event()
+    actor_error = []
+
+    def run_actor():
+        try:
+            actor.run(stop_event.is_set, max_env_steps=options.num_steps)
+        except Exception as e:  # surfaced in the main thread
+            if not stop_event.is_set():  # after a stop, errors come from the server going away
+                logging.exception('the actor failed')
+                actor_error.append(e)
+                stop_event.set()
+
+    def open_batches():
+        return data.open_batches(address, setup.signature, setup.plan, client)
+
+    thread = threading.Thread(target=run_actor, name='actor', daemon=True)
+    thread.start()
+    try:
+        run.run(open_batches, publisher.publish, lambda: stats.env_steps, stats,
+                stop_event.is_set, actor.recent_actions)
+    finally:
+        # The actor may be blocked on a full queue, and the learner's prefetch on
+        # an empty one; stopping the server releases both (in-flight work fails,
+        # which no longer matters), so the process never hangs on the way out.
+        stop_event.set()
+        thread.join(timeout=2)
+        server.stop()
+        thread.join(timeout=30)
+        run.close_data()
+    if actor_error:
+        raise actor_error[0]
+    summary = run.finish(stats)
+    envs.close()
+    return summary

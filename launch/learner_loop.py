@@ -1,0 +1,266 @@
+"""The learner's side of a run, shared by the in-process run and the learner process.
+
+`LearnerRun` builds the learner, resumes it from the run's latest checkpoint,
+and learns. The loop only learns: it takes the next batch, runs the learner's
+step, and hands the result to its triggers, periodic actions declared once
+(`Every`): publish weights every `publish_period` steps, write TensorBoard
+summaries (and check for non-finite losses) every `summary_interval_s`, log
+progress every `log_interval_s`, checkpoint every `checkpoint_interval_s`.
+It stops at the first of: the env-step budget, the target return, the
+caller's `should_stop`. `finish` checkpoints, evaluates, exports and writes
+`summary.json`.
+"""
+
+import dataclasses
+import json
+import math
+import os
+import time
+from typing import Any, Callable, Dict, List, Optional
+
+import numpy as np
+import tensorflow as tf
+from absl import logging
+
+from launch import data, evaluation, export, rundir
+from launch.actor import EpisodeStats
+from launch.setup import RunSetup, make_learner
+from replay.connection import SERVER_ERRORS
+
+TARGET_WINDOW = 20  # training episodes the target return is averaged over
+
+
+@dataclasses.dataclass(frozen=True)
+class Progress:
+    """What a trigger sees after a learner step."""
+    step: int  # learner steps, earlier runs of this logdir included
+    steps_this_run: int
+    env_steps: int  # env steps, earlier runs included
+    metrics: Dict[str, tf.Tensor]
+    elapsed_s: float  # since this run's loop started
+
+
+class Every:
+    """Runs `action(progress)` every `steps` learner steps or every `seconds`."""
+
+    def __init__(self, action: Callable[[Progress], None], steps: int = 0, seconds: float = 0.0):
+        self._action, self._steps, self._seconds = action, steps, seconds
+        self._last = time.time()
+
+    def __call__(self, progress: Progress, now: float) -> None:
+        if self._steps and progress.step % self._steps == 0:
+            self._action(progress)
+        elif self._seconds and now - self._last >= self._seconds:
+            self._last = now
+            self._action(progress)
+
+
+class LearnerRun:
+    """Networks, checkpoints, the loop and the summary of one learner.
+
+    The caller says how many env steps the actors took (`env_steps`: a
+    callable, steps since this run started) and when to stop.
+    """
+
+    def __init__(self, setup: RunSetup):
+        self.setup = setup
+        options = setup.options
+        rundir.check_logdir(options.logdir)
+        rundir.check_same_run(options.logdir, options.agent, options.env)
+        self.learner = make_learner(setup)
+        self.core = self.learner.core
+        self.env_steps_counter = tf.Variable(0, dtype=tf.int64, trainable=False,
+                                             name='env_steps')
+        checkpoint = tf.train.Checkpoint(learner=self.learner, env_steps=self.env_steps_counter)
+        self.manager = rundir.checkpoint_manager(checkpoint, options.logdir)
+        if self.manager.latest_checkpoint:
+            rundir.restore(checkpoint, self.manager.latest_checkpoint)
+            logging.info('Resumed from %s at learner step %d, env step %d',
+                         self.manager.latest_checkpoint, self.learner_steps,
+                         int(self.env_steps_counter.numpy()))
+        # Written only once the checkpoint (if any) matched: a refused resume changes nothing.
+        os.makedirs(options.logdir, exist_ok=True)
+        rundir.write_run_config(options.logdir, options.agent, options.env, setup.config)
+        self.start_env_steps = int(self.env_steps_counter.numpy())
+        self.start_learner_steps = self.learner_steps
+        self.published = list(self.core.variables)
+        self._last_metrics = {}
+        self._batches = None  # the last data stream, kept open until `close_data`
+        self._env_steps = lambda: 0
+        self.wall_time = 0.0
+        self.steps_this_run = 0
+        self.reached_target = False
+
+    @property
+    def learner_steps(self) -> int:
+        return int(self.learner.num_steps.numpy())
+
+    def total_env_steps(self) -> int:
+        return self.start_env_steps + self._env_steps()
+
+    def _finite_values(self, metrics) -> Dict[str, float]:
+        """Metric values; raises (before anything is saved) if any is NaN or Inf."""
+        values = {k: float(v.numpy()) for k, v in metrics.items()}
+        if not all(math.isfinite(v) for v in values.values()):
+            raise rundir.TrainingError(
+                f'non-finite loss at learner step {self.learner_steps}: {values}; '
+                f'the last good checkpoint is kept in {self.manager.directory}')
+        return values
+
+    def save(self) -> None:
+        self._finite_values(self._last_metrics)  # never checkpoint weights a NaN step produced
+        self.env_steps_counter.assign(self.total_env_steps())
+        self.manager.save(checkpoint_number=self.learner_steps)
+
+    def _summaries(self, stats: EpisodeStats,
+                   recent_actions: Callable[[], list]) -> Callable[[Progress], None]:
+        writer = tf.summary.create_file_writer(self.setup.options.logdir)
+        writes = 0
+
+        def write(progress: Progress) -> None:
+            nonlocal writes
+            # Per-episode writes cost ~2 ms each here; aggregate since the last write.
+            values = self._finite_values(progress.metrics)
+            episodes = stats.pop_new()
+            with writer.as_default(step=progress.step):
+                for k, v in values.items():
+                    tf.summary.scalar(k, v)
+                tf.summary.scalar('env_steps', progress.env_steps)
+                if episodes:
+                    tf.summary.scalar('episode/return', np.mean([r for r, _ in episodes]))
+                    tf.summary.scalar('episode/length', np.mean([n for _, n in episodes]))
+                # An eager histogram costs ~0.1-0.3 s here: one in ten writes has them.
+                writes += 1
+                if writes % 10 == 1:
+                    for i, actions in enumerate(recent_actions()):
+                        tf.summary.histogram(f'actions/{i}', actions)
+            writer.flush()
+
+        return write
+
+    def _log(self, stats: EpisodeStats) -> Callable[[Progress], None]:
+        def log(progress: Progress) -> None:
+            mean_return, _, _ = stats.recent(TARGET_WINDOW)
+            elapsed = max(progress.elapsed_s, 1e-9)
+            logging.info('env steps %d (%.0f/s)  learner steps %d (%.1f/s)  '
+                         'return (last 20) %.1f  episodes %d', progress.env_steps,
+                         self._env_steps() / elapsed, progress.step,
+                         progress.steps_this_run / elapsed, mean_return, stats.num_episodes)
+        return log
+
+    def _target_reached(self, stats: EpisodeStats) -> bool:
+        target = self.setup.options.target_return
+        if target is None:
+            return False
+        mean_return, _, count = stats.recent(TARGET_WINDOW)
+        return count >= TARGET_WINDOW and mean_return >= target
+
+    def run(self, open_batches: Callable[[], data.Batches], publish: Callable[[], None],
+            env_steps: Callable[[], int], stats: EpisodeStats, should_stop: Callable[[], bool],
+            recent_actions: Callable[[], List[np.ndarray]] = lambda: [],
+            on_server_error: Optional[Callable[[Exception], None]] = None) -> None:
+        """Learns until the env-step budget, the target return or `should_stop()`.
+
+        `open_batches()` opens the learner's data stream (again after a data
+        timeout); `on_server_error(e)`, when given, waits for a lost Reverb
+        server to come back (raising if it does not); the stream is then
+        reopened and the weights published again.
+        """
+        options = self.setup.options
+        self._env_steps = env_steps
+        triggers = [
+            Every(lambda progress: publish(), steps=options.publish_period),
+            Every(self._summaries(stats, recent_actions), seconds=options.summary_interval_s),
+            Every(self._log(stats), seconds=options.log_interval_s),
+            Every(lambda progress: self.save(), seconds=options.checkpoint_interval_s),
+        ]
+        learn = data.make_learn(self.learner)
+        batches = open_batches()
+        start = time.time()
+        try:
+            while not (should_stop() or self.total_env_steps() >= options.num_steps):
+                self.learner.set_progress(self.total_env_steps() / options.num_steps)
+                try:
+                    metrics = learn(batches)
+                except StopIteration:
+                    # The actor died (the caller raises its error), or it stopped at the
+                    # budget before this batch was complete.
+                    if should_stop() or self.total_env_steps() >= options.num_steps:
+                        break
+                    logging.warning("no data for %.0f s; reopening the learner's datasets",
+                                    data.DATA_TIMEOUT_MS / 1000)
+                    batches = open_batches()
+                    continue
+                except SERVER_ERRORS as e:
+                    if on_server_error is None:
+                        raise
+                    batches = None
+                    on_server_error(e)
+                    batches = open_batches()
+                    publish()
+                    continue
+                self._last_metrics = metrics
+                self.steps_this_run += 1
+                now = time.time()
+                progress = Progress(self.start_learner_steps + self.steps_this_run,
+                                    self.steps_this_run, self.total_env_steps(), metrics,
+                                    now - start)
+                for trigger in triggers:
+                    trigger(progress, now)
+                if self._target_reached(stats):
+                    self.reached_target = True
+                    break
+        finally:
+            self.wall_time = time.time() - start
+            # Dropping the stream now could wait for samples the server's rate
+            # limiter holds back (up to the data timeout, more than once): see
+            # `close_data`.
+            self._batches = batches
+
+    def close_data(self) -> None:
+        """Drops the learner's data stream; call it once nothing can block it.
+
+        A sample request blocked in the server's rate limiter (SAC's learner
+        waiting for inserts when the budget ends) is not cancelled by closing
+        the stream: the close waits out the data timeout (measured: 40 s at the
+        end of a multi-process SAC run). In-process runs call this after
+        stopping their server, which fails the blocked requests at once; the
+        learner process exits without waiting (`launch/run.py`).
+        """
+        self._batches = None
+
+    def finish(self, stats: EpisodeStats) -> Dict[str, Any]:
+        """Checkpoints, evaluates, exports; returns the summary (also summary.json)."""
+        options, setup = self.setup.options, self.setup
+        self.save()
+        logging.info('learner step %d, env step %d: checkpointed; evaluating %d episodes',
+                     self.learner_steps, self.total_env_steps(), options.eval_episodes)
+        eval_mean, eval_std, _ = evaluation.evaluate(
+            self.core, setup.action_space, options.env, options.eval_episodes,
+            seed=options.seed + 10_000, reward_weights=setup.agent.reward_weights(setup.config))
+        mean_return, _, _ = stats.recent(TARGET_WINDOW)
+        logging.info('evaluation: %.1f +- %.1f; exporting the policy', eval_mean, eval_std)
+        saved_model = export.export_run_policy(self.core, setup.action_space,
+                                               setup.observation_space, options.env,
+                                               options.logdir)
+        wall_time = max(self.wall_time, 1e-9)
+        summary = {
+            'agent': options.agent,
+            'env': options.env,
+            'env_steps': self.total_env_steps(),
+            'learner_steps': self.learner_steps,
+            'wall_time_s': self.wall_time,
+            'env_steps_per_s': self._env_steps() / wall_time,
+            'learner_steps_per_s': self.steps_this_run / wall_time,
+            'train_return_last20': mean_return if math.isfinite(mean_return) else None,
+            'reached_target': self.reached_target,
+            'eval_return_mean': eval_mean,
+            'eval_return_std': eval_std,
+            'eval_episodes': options.eval_episodes,
+            'saved_model': saved_model,
+            'seed': options.seed,
+            'config': dataclasses.asdict(setup.config),
+        }
+        with open(os.path.join(options.logdir, 'summary.json'), 'w') as f:
+            json.dump(summary, f, indent=2)
+        return summary

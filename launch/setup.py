@@ -1,0 +1,111 @@
+"""What every role of a run builds from its options and config alike.
+
+The replay server, the learner and the actors each call `make_setup` with
+the same flags, so their tables, item layout and networks agree. Everything
+agent-specific comes from the agent's contract (`agents/contract.py`): its
+data plan sizes the tables and lays out the items, its `build_core` makes
+the acting network.
+"""
+
+import dataclasses
+from typing import Any, List
+
+import gymnasium as gym
+import numpy as np
+import reverb
+import tensorflow as tf
+
+from agents import contract, registry
+from launch import environments
+from launch.actor import Actor, EpisodeStats
+from launch.options import RunOptions
+from networks.cores import ActorCriticCore
+from networks.distributions import ActionSpace, UnsupportedSpaceError
+from networks.observations import observation_spec
+from replay import tables as tables_lib
+from replay import trajectory
+from replay.layout import ItemLayout
+from replay.variables import VariableFetcher
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSetup:
+    """The run's agent, spaces, data plan and item layout."""
+    options: RunOptions
+    config: Any
+    agent: contract.Agent
+    observation_space: gym.Space
+    action_space: ActionSpace
+    plan: contract.DataPlan
+    layout: ItemLayout
+
+    @property
+    def signature(self) -> trajectory.Sequence:
+        return self.layout.signature
+
+
+def make_envs(options: RunOptions, config: Any, num_envs: int,
+              seed: int) -> gym.vector.VectorEnv:
+    """The run's vector env (`options.env`), weighting vector rewards as the agent says."""
+    agent = registry.get(options.agent)
+    return environments.make_vector_env(options.env, num_envs, seed,
+                                        reward_weights=agent.reward_weights(config))
+
+
+def state_spec(core: ActorCriticCore) -> Any:
+    """Specs of one environment's core state."""
+    return tf.nest.map_structure(lambda x: tf.TensorSpec(x.shape[1:], x.dtype),
+                                 core.initial_state(1))
+
+
+def make_setup(options: RunOptions, config: Any, envs: gym.vector.VectorEnv) -> RunSetup:
+    """The run's setup; `envs` (any number of the run's environments) gives the spaces."""
+    agent = registry.get(options.agent)
+    action_space = environments.check_spaces(options.env, envs, agent.squash_actions)
+    obs_space = envs.single_observation_space
+    try:
+        core = agent.build_core(obs_space, action_space, config)
+    except UnsupportedSpaceError as e:
+        raise environments.EnvironmentSetupError(f'{options.env}: {e}') from None
+    plan = agent.data_plan(config)
+    step_spec = trajectory.step_spec(observation_spec(obs_space), action_space.action_specs(),
+                                     action_space.param_specs(), environments.reward_size(envs))
+    layout = ItemLayout(step_spec, state_spec(core), plan.sequence_length, plan.sequence_period,
+                        envs_per_item=options.num_envs if plan.group_envs else 0)
+    return RunSetup(options, config, agent, obs_space, action_space, plan, layout)
+
+
+def make_core(setup: RunSetup) -> ActorCriticCore:
+    """The agent's acting core with every variable created."""
+    core = setup.agent.build_core(setup.observation_space, setup.action_space, setup.config)
+    core.create_variables()
+    return core
+
+
+def make_learner(setup: RunSetup) -> contract.Learner:
+    """The agent's learner (it owns a core of its own, `learner.core`)."""
+    return setup.agent.build_learner(lambda: make_core(setup), setup.action_space, setup.config)
+
+
+def make_server_tables(setup: RunSetup) -> List[reverb.Table]:
+    """The run's `queue`, `replay` and `variables` tables, sized from the data plan."""
+    plan, layout = setup.plan, setup.layout
+    published = list(make_core(setup).variables)
+    return tables_lib.make_tables(
+        layout.signature, tables_lib.variables_signature(published),
+        queue_size=layout.items(plan.queue_size), replay_size=layout.items(plan.replay_size),
+        min_replay_size=layout.items(plan.min_replay_size),
+        replay_eviction=plan.replay_eviction, samples_per_insert=plan.samples_per_insert)
+
+
+def make_actor(setup: RunSetup, client: reverb.Client, envs: gym.vector.VectorEnv, seed: int,
+               stats: EpisodeStats) -> Actor:
+    """An actor writing to the agent's tables and fetching weights from `variables`."""
+    core = make_core(setup)
+    # Reservoir eviction: a uniform random priority, and the lowest is evicted.
+    priority_fn = ((lambda table: float(np.random.uniform()))
+                   if setup.plan.replay_eviction == 'reservoir' else None)
+    writer = setup.layout.writer(client, envs.num_envs, setup.plan.tables, priority_fn)
+    return Actor(envs, core, setup.action_space, writer,
+                 VariableFetcher(client, list(core.variables)), seed, stats,
+                 random_steps=setup.plan.random_steps)

@@ -1,0 +1,125 @@
+"""The agent contract, held for every registered agent.
+
+Each agent in `agents.registry` is wired exactly as a run wires it: its data
+plan sizes real Reverb tables, a real actor fills them from real gymnasium
+environments, and the learner takes one step on a batch the data plan's
+stream draws. Then its checkpoint round trip and its export. Registering an
+agent runs it through this file (small settings below where given, its
+defaults otherwise).
+"""
+
+import dataclasses
+import time
+
+import numpy as np
+import pytest
+import reverb
+import tensorflow as tf
+
+from agents import configs, contract, registry
+from launch import data, export
+from launch import setup as setup_lib
+from launch.actor import EpisodeStats
+from launch.options import RunOptions
+from replay.variables import VariablePublisher
+
+# Small networks and batches, so each agent's case takes seconds.
+SMALL = {
+    'clear': dict(lstm_size=8, hidden_sizes=(8,), batch_size=4, unroll_length=5,
+                  min_replay_size=4, queue_size=16),
+    'acer': dict(lstm_size=8, hidden_sizes=(8,), batch_size=4, unroll_length=5,
+                 replay_start_size=20, queue_size=16, advantage_hidden_sizes=(8,)),
+    'sac': dict(hidden_sizes=(8,), critic_hidden_sizes=(8,), batch_size=8, learning_starts=16),
+}
+NUM_ENVS = 4
+CASES = [(name, env) for name in sorted(registry.AGENTS)
+         for env in ('CartPole-v1', 'Pendulum-v1')]
+
+
+def env_steps_for_one_batch(plan: contract.DataPlan) -> int:
+    """Env steps an actor of NUM_ENVS environments takes to fill both tables for a batch."""
+    sequences = max(plan.min_replay_size, plan.batch_sequences)
+    rounds = -(-sequences // NUM_ENVS) + 1
+    return (rounds * plan.sequence_period + plan.sequence_length) * NUM_ENVS
+
+
+@pytest.mark.parametrize('name,env_id', CASES)
+def test_agent_honours_the_contract(name, env_id, tmp_path, reverb_server):
+    agent = registry.get(name)
+    assert isinstance(agent, contract.Agent) and agent.name == name
+    config = configs.from_flat(agent.config_class, SMALL.get(name, {}))
+    options = RunOptions(agent=name, env=env_id, num_envs=NUM_ENVS, logdir=str(tmp_path))
+    envs = setup_lib.make_envs(options, config, NUM_ENVS, 0)
+    setup = setup_lib.make_setup(options, config, envs)
+    plan = setup.plan
+    assert plan == agent.data_plan(config)
+    assert plan.transitions_per_batch == plan.batch_sequences * plan.learned_steps
+    assert set(plan.tables) <= {'queue', 'replay'} and plan.tables
+
+    # Real tables, a real actor, the learner's own stream.
+    server = reverb_server(setup_lib.make_server_tables(setup))
+    address = f'localhost:{server.port}'
+    client = reverb.Client(address)
+    learner = setup_lib.make_learner(setup)
+    VariablePublisher(client, list(learner.core.variables)).publish()
+    stats = EpisodeStats()
+    actor = setup_lib.make_actor(setup, client, envs, 0, stats)
+    needed, deadline = env_steps_for_one_batch(plan), time.monotonic() + 60
+    actor.run(lambda: stats.env_steps >= needed or time.monotonic() > deadline,
+              max_env_steps=needed)
+    assert stats.env_steps >= needed
+
+    learner.set_progress(0.0)
+    batches = data.open_batches(address, setup.signature, plan, client, timeout_ms=30_000)
+    metrics = data.make_learn(learner)(batches)
+    assert sorted(metrics) == sorted(agent.metric_names(config, setup.action_space))
+    for key, value in metrics.items():
+        assert value.shape == () and np.isfinite(value.numpy()), key
+    assert int(learner.num_steps.numpy()) == 1
+
+    # Checkpoint round trip: a fresh learner restores every variable.
+    path = tf.train.Checkpoint(learner=learner).save(str(tmp_path / 'checkpoint' / 'ckpt'))
+    restored = setup_lib.make_learner(setup)
+    tf.train.Checkpoint(learner=restored).restore(path).assert_existing_objects_matched()
+    for a, b in zip(learner.core.variables, restored.core.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=a.name)
+    assert int(restored.num_steps.numpy()) == 1
+
+    # Export: the SavedModel steps a batch of 1 and of 3.
+    saved = export.export_policy(restored.core, setup.action_space, setup.observation_space,
+                                 env_id, str(tmp_path / 'saved_model'))
+    model = tf.saved_model.load(saved)
+    obs_shape = setup.observation_space.shape
+    for batch in (1, 3):
+        inputs = dict(model.signatures['initial_state'](batch_size=tf.constant(batch)))
+        action_space = setup.action_space.space
+        inputs['prev_action'] = tf.zeros([batch, *action_space.shape],
+                                         tf.as_dtype(action_space.dtype))
+        inputs['prev_reward'] = tf.zeros([batch])
+        inputs['observation'] = tf.zeros([batch, *obs_shape])
+        out = model.signatures['step_deterministic'](**inputs)
+        assert out['action'].shape[0] == batch
+        assert action_space.contains(out['action'].numpy()[0])
+    envs.close()
+
+
+def test_data_plan_checks_say_why():
+    plan = registry.get('clear').data_plan(registry.get('clear').config_class())
+    with pytest.raises(ValueError, match='sequence_period must be in'):
+        dataclasses.replace(plan, sequence_period=plan.sequence_length)
+    with pytest.raises(ValueError, match='alternates whole batches'):
+        dataclasses.replace(plan, replay_fraction=0.5,
+                            schedule=contract.ReplaySchedule(1.0, False, 1))
+
+
+def test_batch_size_means_what_each_agent_says():
+    """CLEAR and ACER count sequences of unroll_length steps; SAC counts transitions."""
+    clear = registry.get('clear')
+    plan = clear.data_plan(configs.from_flat(clear.config_class, {'batch_size': 8,
+                                                                  'unroll_length': 10}))
+    assert (plan.batch_sequences, plan.transitions_per_batch) == (8, 80)
+    sac = registry.get('sac')
+    plan = sac.data_plan(configs.from_flat(sac.config_class, {
+        'batch_size': 64, 'unroll_length': 8, 'lstm_size': 8, 'burn_in': 4, 'n_step': 3}))
+    assert (plan.batch_sequences, plan.transitions_per_batch) == (8, 64)
+    assert plan.sequence_length == 4 + 8 + 3

@@ -1,0 +1,178 @@
+"""Fixtures shared across the test tiers.
+
+- `run_cli(args, ...)`: `launch/run.py` as a subprocess with a temporary
+  `--logdir`; `error_lines(text)`: its `error: ...` lines.
+- `run_script(name, args, ...)`: any `launch/<name>.py` as a subprocess.
+- `compare_exported(logdir, saved_model, tmp_path)`: the in-library greedy
+  returns of a run's restored policy and the returns its SavedModel gives in a
+  fresh Python that never imports this library.
+- `reverb_server(tables)`: a real Reverb server, stopped after the test.
+"""
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from typing import Callable, Dict, List, Optional, Sequence
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import reverb
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXPORT_SEEDS = [100, 101, 102]  # evaluation seeds of the export round trips
+
+
+def _error_lines(text: str) -> List[str]:
+    return [line for line in text.splitlines() if line.startswith('error:')]
+
+
+@pytest.fixture(scope='session')
+def error_lines() -> Callable[[str], List[str]]:
+    """The lines of a process's output that report an error (`error: ...`)."""
+    return _error_lines
+
+
+@dataclasses.dataclass
+class CliResult:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def errors(self) -> List[str]:
+        return _error_lines(self.stderr)
+
+
+def _run_script(name: str, args: Sequence[str], extra_env: Optional[Dict[str, str]] = None,
+                timeout: float = 300) -> CliResult:
+    env = dict(os.environ, **(extra_env or {}))
+    result = subprocess.run([sys.executable, os.path.join(ROOT, 'launch', f'{name}.py'), *args],
+                            capture_output=True, text=True, timeout=timeout, env=env)
+    return CliResult(result.returncode, result.stdout, result.stderr)
+
+
+@pytest.fixture(scope='session')
+def run_script() -> Callable[..., CliResult]:
+    """`run_script('evaluate', ['--episodes=2', ...])`: `launch/evaluate.py` as a subprocess."""
+    return _run_script
+
+
+@pytest.fixture
+def run_cli(tmp_path) -> Callable[..., CliResult]:
+    """`run_cli(args, extra_env=None, timeout=120, logdir=None)`: `launch/run.py` with
+    `--logdir` (default `<tmp_path>/run`) and `args`."""
+
+    def run(args: Sequence[str], extra_env: Optional[Dict[str, str]] = None,
+            timeout: float = 120, logdir: Optional[str] = None) -> CliResult:
+        logdir = logdir or str(tmp_path / 'run')
+        return _run_script('run', [f'--logdir={logdir}', *args], extra_env, timeout)
+
+    return run
+
+
+@pytest.fixture
+def reverb_server():
+    """`reverb_server(tables)` -> a running `reverb.Server`, stopped after the test."""
+    servers = []
+
+    def start(tables: Sequence[reverb.Table]) -> reverb.Server:
+        servers.append(reverb.Server(list(tables)))
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.stop()
+
+
+def library_greedy_returns(core, action_space, env_id: str, seeds: Sequence[int]) -> List[float]:
+    """In-library greedy returns, one environment, batch size 1, episode i on seeds[i]."""
+    from launch.actor import Policy
+
+    policy = Policy(core, action_space, seed=0, deterministic=True)
+    env = gym.make(env_id)
+    returns = []
+    for seed in seeds:
+        obs, _ = env.reset(seed=seed)
+        state = policy.initial_state(1)
+        prev_action = tuple(np.zeros([1, *s.shape], s.dtype.as_numpy_dtype)
+                            for s in action_space.action_specs())
+        prev_reward, first, total, done = np.zeros([1], np.float32), np.ones([1], bool), 0.0, False
+        while not done:
+            action, _, _, _, state = policy(np.asarray(obs, np.float32)[None], prev_action,
+                                            prev_reward, first, state)
+            obs, reward, terminated, truncated, _ = env.step(action_space.to_env(action)[0])
+            total += reward
+            done = terminated or truncated
+            prev_action, prev_reward = action, np.array([reward], np.float32)
+            first = np.zeros([1], bool)
+        returns.append(total)
+    return returns
+
+
+STANDALONE = textwrap.dedent('''
+    import json, sys
+    import gymnasium as gym
+    import numpy as np
+    import tensorflow as tf
+
+    path, env_id, seeds = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+    model = tf.saved_model.load(path)
+    specs = json.loads(model.signatures['specs']()['specs'].numpy().decode())
+    action_shape, action_dtype = specs['action']['shape'], tf.as_dtype(specs['action']['dtype'])
+    step = model.signatures['step_deterministic']
+    env = gym.make(env_id)
+    returns = []
+    for seed in seeds:
+        obs, _ = env.reset(seed=seed)
+        inputs = dict(model.signatures['initial_state'](batch_size=tf.constant(1)))
+        inputs['prev_action'] = tf.zeros([1, *action_shape], action_dtype)
+        inputs['prev_reward'] = tf.zeros([1], tf.float32)
+        total, done = 0.0, False
+        while not done:
+            inputs['observation'] = tf.constant(np.asarray(obs, np.float32)[None])
+            out = step(**inputs)
+            action = out.pop('action')
+            a = action.numpy()[0]
+            obs, reward, terminated, truncated, _ = env.step(a if action_shape else int(a))
+            total += reward
+            done = terminated or truncated
+            inputs.update(out)
+            inputs['prev_action'] = action
+            inputs['prev_reward'] = tf.constant([reward], tf.float32)
+        returns.append(total)
+    library = sorted(m for m in sys.modules if m.split('.')[0] in ('agents', 'networks', 'replay', 'launch'))
+    print(json.dumps({'returns': returns, 'library_modules': library}))
+''')
+
+
+def run_standalone(saved_model: str, env_id: str, seeds: Sequence[int], tmp_path) -> dict:
+    """Runs STANDALONE in a fresh Python (cwd outside the checkout); returns its JSON."""
+    script = tmp_path / 'standalone.py'
+    script.write_text(STANDALONE)
+    result = subprocess.run(
+        [sys.executable, str(script), saved_model, env_id, json.dumps(list(seeds))],
+        capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = json.loads(result.stdout.strip().splitlines()[-1])
+    assert output['library_modules'] == []
+    return output
+
+
+@pytest.fixture(scope='session')
+def compare_exported():
+    """`compare_exported(logdir, saved_model, tmp_path)` -> (in-library greedy returns of
+    the run's restored policy, the SavedModel's returns without the library), on
+    `EXPORT_SEEDS`."""
+    from launch import export
+
+    def compare(logdir: str, saved_model: str, tmp_path):
+        core, action_space, _, env_id = export.restore_core(logdir)
+        expected = library_greedy_returns(core, action_space, env_id, EXPORT_SEEDS)
+        return expected, run_standalone(saved_model, env_id, EXPORT_SEEDS, tmp_path)['returns']
+
+    return compare
