@@ -21,7 +21,7 @@ setup(
         "absl-py",
     ],
     extras_require={
-        "test": ["pytest>=7"],
+        "test": ["pytest>=7", "pytest-xdist>=3"],
         # launch/evaluate.py --video_dir (gymnasium's RecordVideo and classic-control rendering)
         "video": ["moviepy", "pygame"],
     },

@@ -20,15 +20,34 @@ from launch.options import RunOptions
 BUDGETS = {'clear': (CLEARConfig(), 300_000), 'acer': (ACERConfig(), 150_000)}
 
 
+@pytest.fixture(scope='module')
+def train_once(tmp_path_factory):
+    """`train_once(agent)` -> (summary, logdir) of the agent's CartPole run, trained
+    at most once per module."""
+    done = {}
+
+    def train(agent):
+        if agent not in done:
+            config, num_steps = BUDGETS[agent]
+            logdir = tmp_path_factory.mktemp(f'cartpole_{agent}')
+            options = RunOptions(agent=agent, seed=1, logdir=str(logdir), num_steps=num_steps,
+                                 log_interval_s=1000.0)
+            done[agent] = inprocess.train(options, config), str(logdir)
+        return done[agent]
+
+    return train
+
+
 @pytest.fixture(scope='module', params=sorted(BUDGETS))
-def trained(request, tmp_path_factory):
-    agent = request.param
-    config, num_steps = BUDGETS[agent]
-    logdir = tmp_path_factory.mktemp(f'cartpole_{agent}')
-    options = RunOptions(agent=agent, seed=1, logdir=str(logdir), num_steps=num_steps,
-                                  log_interval_s=1000.0)
-    summary = inprocess.train(options, config)
-    return summary, str(logdir)
+def trained(request, train_once):
+    return train_once(request.param)
+
+
+@pytest.fixture(scope='module')
+def clear_run(train_once):
+    """The CLEAR run: the command-line tools do the same for every agent's
+    SavedModel, so they run on this one."""
+    return train_once('clear')
 
 
 def max_overshoot(config, num_envs: int) -> int:
@@ -54,8 +73,8 @@ def test_saved_model_returns_equal_library_returns_without_the_library(trained, 
     assert np.mean(expected) >= 400  # the trained policy, not an untrained one
 
 
-def test_export_cli_and_saved_model_cli(trained, tmp_path, run_script):
-    _, logdir = trained
+def test_export_cli_and_saved_model_cli(clear_run, tmp_path, run_script):
+    _, logdir = clear_run
     out = tmp_path / 'exported'
     result = run_script('export', [f'--logdir={logdir}', f'--output={out}'])
     assert result.returncode == 0, result.stderr[-3000:]
@@ -71,8 +90,8 @@ def test_export_cli_and_saved_model_cli(trained, tmp_path, run_script):
         assert name in shown.stdout, name
 
 
-def test_evaluate_cli_runs_the_saved_model(trained, run_script):
-    summary, _ = trained
+def test_evaluate_cli_runs_the_saved_model(clear_run, run_script):
+    summary, _ = clear_run
     result = run_script('evaluate', [f'--saved_model={summary["saved_model"]}', '--episodes=2'])
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout.strip().splitlines()[-1])['return_mean'] >= 400
@@ -82,8 +101,8 @@ def test_evaluate_cli_runs_the_saved_model(trained, run_script):
     (lambda saved, tmp: [f'--saved_model={tmp}'], 'is not a SavedModel'),
     (lambda saved, tmp: [f'--saved_model={saved}', '--env=Acrobot-v1'], 'policy expects shape'),
 ])
-def test_evaluate_bad_input(trained, tmp_path, make_args, message, run_script):
-    summary, _ = trained
+def test_evaluate_bad_input(clear_run, tmp_path, make_args, message, run_script):
+    summary, _ = clear_run
     result = run_script('evaluate', make_args(summary['saved_model'], tmp_path))
     assert result.returncode == 1
     assert len(result.errors) == 1 and message in result.errors[0], result.stderr[-2000:]

@@ -129,21 +129,40 @@ def read_summary(logdir):
         return json.load(f)
 
 
-def test_killed_actor_is_restarted_and_the_run_completes(runs, tmp_path):
+def test_killed_actor_and_replay_server_are_restarted_and_the_run_completes(runs, tmp_path):
+    """One run, two faults: an actor killed (restarted, acting again), then the replay
+    server killed (restarted from its checkpoint; learner and actors reconnect)."""
     logdir = str(tmp_path / 'run')
-    run = runs(logdir, *SMALL, '--num_actors=2', '--num_steps=30000')
+    budget = 40000
+    run = runs(logdir, *SMALL, '--num_actors=2', f'--num_steps={budget}')
     run.wait_for(LEARNER_STEPS.pattern)
     os.kill(run.pid('actor 0'), signal.SIGKILL)
     i, _ = run.wait_for(r'actor 0 exited with signal 9; restarting')
     i, _ = run.wait_for(r'started actor 0 \(pid \d+, start 2\)', start=i)
     # The new actor 0 acts and writes (its own progress line counts its steps).
-    run.wait_for(r'^\[actor 0\] .*actor 0: env steps [1-9]', start=i)
+    i, _ = run.wait_for(r'^\[actor 0\] .*actor 0: env steps [1-9]', start=i)
+
+    _, checkpointed = run.wait_for(r"replay checkpoint .*tables held (\{.*'replay': [1-9].*\})",
+                                   start=i)
+    held = tables(checkpointed)
+    os.kill(run.pid('replay'), signal.SIGKILL)
+    i, _ = run.wait_for(r'replay exited with signal 9; restarting')
+    before = [e for e, _ in run.learner_steps()]
+    assert not before or before[-1] < budget, 'killed too late to tell: ' + run.output()
+    _, served = run.wait_for(r'replay server on port \d+; tables hold (\{.*\})', start=i)
+    # At least what the checkpoint seen before the kill held (a later one may have followed).
+    assert tables(served) >= held
+
+    # Learner and actors carry on with the new server, reconnecting by themselves.
     assert run.finish() == 0, run.output()
     summary = read_summary(logdir)
-    assert summary['env_steps'] >= 30000
+    assert summary['env_steps'] >= budget
     steps = [s for _, s in run.learner_steps()]
     assert len(steps) >= 3 and steps == sorted(steps), steps
     assert summary['learner_steps'] >= steps[-1]
+    exits = [l for l in run.lines if re.search(r'(actor \d|learner) exited', l)]
+    assert exits == [l for l in exits if 'actor 0 exited with signal 9' in l], exits
+    assert len(exits) == 1 and not [l for l in run.lines if 'Traceback' in l], run.output()
 
 
 def test_killed_learner_resumes_from_its_checkpoint(runs, tmp_path):
@@ -182,29 +201,6 @@ def test_killed_learner_resumes_from_its_checkpoint(runs, tmp_path):
     assert latest_checkpoint_step(checkpoints) >= second.learner_steps()[-1][1]
 
 
-def test_restarted_replay_server_holds_its_checkpointed_items(runs, tmp_path):
-    logdir = str(tmp_path / 'run')
-    budget = 20000
-    run = runs(logdir, *SMALL, '--num_actors=1', f'--num_steps={budget}')
-    _, checkpointed = run.wait_for(r"replay checkpoint .*tables held (\{.*'replay': [1-9].*\})")
-    held = tables(checkpointed)
-    os.kill(run.pid('replay'), signal.SIGKILL)
-    i, _ = run.wait_for(r'replay exited with signal 9; restarting')
-    before = [e for e, _ in run.learner_steps()]
-    assert not before or before[-1] < budget // 2, 'killed too late to tell: ' + run.output()
-    _, served = run.wait_for(r'replay server on port \d+; tables hold (\{.*\})', start=i)
-    # At least what the checkpoint seen before the kill held (a later one may have followed).
-    assert tables(served) >= held
-    # The learner and the actor carry on with the new server (the budget counts
-    # inserts into it), neither crashing nor restarted: they reconnect by themselves.
-    assert run.finish() == 0, run.output()
-    assert read_summary(logdir)['env_steps'] >= budget
-    assert not [l for l in run.lines if 'Traceback' in l or re.search(r'(actor 0|learner) exited',
-                                                                       l)], run.output()
-    steps = [s for _, s in run.learner_steps()]
-    assert steps == sorted(steps), steps
-
-
 @pytest.mark.parametrize('agent_args', [
     ['--agent=acer', '--num_envs=4', '--lstm_size=8', '--hidden_sizes=16', '--batch_size=4',
      '--unroll_length=5', '--replay_start_size=100', '--num_steps=3000'],
@@ -213,7 +209,7 @@ def test_restarted_replay_server_holds_its_checkpointed_items(runs, tmp_path):
 ], ids=['acer', 'sac'])
 def test_every_agent_runs_multiprocess(runs, tmp_path, agent_args):
     logdir = str(tmp_path / 'run')
-    run = runs(logdir, *agent_args, '--num_actors=2', '--eval_episodes=1', '--log_interval_s=1')
+    run = runs(logdir, *agent_args, '--num_actors=1', '--eval_episodes=1', '--log_interval_s=1')
     assert run.finish() == 0, run.output()
     summary = read_summary(logdir)
     assert summary['learner_steps'] > 0 and summary['saved_model']
@@ -225,10 +221,10 @@ def test_every_agent_runs_multiprocess(runs, tmp_path, agent_args):
 
 
 @pytest.mark.parametrize('args,message', [
-    (['--role=learner', '--replay_address=127.0.0.1:{port}'],
-     'no Reverb server answered at 127.0.0.1:{port}'),
-    (['--role=actor', '--replay_address=127.0.0.1:{port}'],
-     'no Reverb server answered at 127.0.0.1:{port}'),
+    (['--role=learner', '--replay_address=127.0.0.1:{port}', '--connect_timeout_s=3'],
+     'no Reverb server answered at 127.0.0.1:{port} within 3 s'),
+    (['--role=actor', '--replay_address=127.0.0.1:{port}', '--connect_timeout_s=3'],
+     'no Reverb server answered at 127.0.0.1:{port} within 3 s'),
     (['--launcher=multiprocess', '--num_actors=0'], '--num_actors must be >= 1'),
     (['--role=judge'], "unknown --role='judge'"),
 ])

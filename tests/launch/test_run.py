@@ -93,6 +93,18 @@ def assert_one_error(result, message, started):
 
 @pytest.mark.parametrize('args,message', [
     (['--agent=nope'], "unknown agent 'nope'"),
+    (['--num_steps=-5'], 'num_steps must be >= 1'),
+    (['--env=text_env_mod:TextObs-v0'], 'observation space Text'),
+])
+def test_bad_input_gives_one_clear_line_and_nonzero_exit(args, message, run_cli,
+                                                         text_env_module):
+    started = time.monotonic()
+    result = run_cli(args, {'PYTHONPATH': text_env_module})
+    assert_one_error(result, message, started)
+
+
+@pytest.mark.parametrize('args,message', [
+    (['--agent=nope'], "unknown agent 'nope'"),
     (['--env=NoSuchEnv-v0'], "unknown environment 'NoSuchEnv-v0'"),
     (['--replay_fraction=1.5'], 'replay_fraction must be in [0, 1]'),
     (['--num_envs=0'], 'num_envs must be >= 1'),
@@ -104,14 +116,34 @@ def assert_one_error(result, message, started):
     (['--agent=clear', '--target_update_tau=0.1'], '--target_update_tau is a flag of sac'),
     (['--learning_rate=0'], 'learning_rate must be positive'),
     (['--replay_eviction=lifo'], 'replay_eviction must be one of'),
-    (['--hidden_sizes=64,x'], '--hidden_sizes takes comma-separated ints'),
-    (['--env=text_env_mod:TextObs-v0'], 'observation space Text'),
+    (['--unroll_length=0'], 'unroll_length must be positive'),
+    (['--agent=acer', '--trust_region_alpha=1.0'], 'trust_region_alpha must be in [0, 1)'),
+    (['--agent=sac', '--batch_size=100', '--unroll_length=8'],
+     'must be a multiple of unroll_length'),
+    (['--launcher=ray'], "unknown --launcher='ray'"),
 ])
-def test_bad_input_gives_one_clear_line_and_nonzero_exit(args, message, run_cli,
-                                                         text_env_module):
+def test_bad_values_are_one_error_line_from_main(args, message, tmp_path, capsys):
+    """The same `main` the command line runs, in this process (no TF start-up per case)."""
+    from absl import flags
+
+    from launch import run  # defines run.py's flags on absl's FLAGS
+    flags.FLAGS.unparse_flags()
+    try:
+        flags.FLAGS(['run.py', f'--logdir={tmp_path}/run', *args])
+        with pytest.raises(SystemExit) as exit_info:
+            run.main([])
+    finally:
+        flags.FLAGS.unparse_flags()
+    assert exit_info.value.code == 1
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith('error:')]
+    assert len(errors) == 1 and message in errors[0], errors
+    assert not os.path.exists(tmp_path / 'run')
+
+
+def test_list_flags_of_the_wrong_type_are_one_error_line(run_cli):
     started = time.monotonic()
-    result = run_cli(args, {'PYTHONPATH': text_env_module})
-    assert_one_error(result, message, started)
+    assert_one_error(run_cli(['--hidden_sizes=64,x']),
+                     '--hidden_sizes takes comma-separated ints', started)
 
 
 def test_logdir_that_is_a_file_is_an_error_and_stays(run_cli, tmp_path):

@@ -100,7 +100,7 @@ def test_actor_stores_reward_vectors_in_replay(tmp_path):
 def test_weights_decide_what_sac_learns(tmp_path, weights, goal, run_script, error_lines):
     options = RunOptions(agent='sac', env='TwoGoals-v0', num_envs=8, num_steps=1500, seed=0,
                          logdir=str(tmp_path), eval_episodes=4, log_interval_s=1000.0)
-    config = SACConfig(hidden_sizes=(32, 32), critic_hidden_sizes=(32, 32),
+    config = SACConfig(hidden_sizes=(32, 32), critic_hidden_sizes=(32, 32), batch_size=64,
                        reward_weights=weights)
     summary = inprocess.train(options, config)
     # The weighted return of a deterministic policy: 0 at the goal, -9.7 for
