@@ -64,7 +64,7 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
     finally:
         # The actor may be blocked on a full queue, and the learner's prefetch on
         # an empty one; stopping the server releases both (in-flight work fails,
-        # which no longer matters), so the process never hangs on the way out.
+        # which does not matter any more), so the process never hangs on the way out.
         stop_event.set()
         thread.join(timeout=2)
         server.stop()
