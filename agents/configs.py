@@ -22,7 +22,7 @@ default sub-config (`dataclasses.field(default_factory=...)`).
 """
 
 import dataclasses
-from typing import Any, Dict, Iterable, Mapping, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 LEARNING_RATE_SCHEDULES = ('linear', 'constant')
 REPLAY_EVICTIONS = ('fifo', 'reservoir')
@@ -115,7 +115,7 @@ def flat_fields(config_class: type) -> Dict[str, Tuple[dataclasses.Field, Option
     out = {}
     for f in dataclasses.fields(config_class):
         if f.metadata.get('sub_config'):
-            for sub in dataclasses.fields(f.default_factory()):
+            for sub in dataclasses.fields(f.type):
                 out[sub.name] = (sub, f.name)
         else:
             out[f.name] = (f, None)

@@ -51,6 +51,7 @@ import tensorflow as tf
 
 from networks.cores import ActorCriticCore
 from networks.distributions import ActionSpace
+from replay.dataset import split_batch
 from replay.tables import QUEUE, REPLAY
 
 
@@ -110,12 +111,12 @@ class DataPlan:
     @property
     def num_replayed(self) -> int:
         """Replayed sequences in a mixed batch."""
-        return int(round(self.replay_fraction * self.batch_sequences))
+        return split_batch(self.batch_sequences, self.replay_fraction)[1]
 
     @property
     def num_fresh(self) -> int:
         """Fresh (on-policy) sequences in a mixed batch."""
-        return self.batch_sequences - self.num_replayed
+        return split_batch(self.batch_sequences, self.replay_fraction)[0]
 
     @property
     def tables(self) -> Tuple[str, ...]:

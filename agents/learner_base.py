@@ -10,8 +10,6 @@ from typing import Any, List
 import sonnet as snt
 import tensorflow as tf
 
-from agents.configs import OptimizerConfig
-
 
 class LearnerBase(tf.Module):
     """`learning_rate` (a variable the launcher anneals), `optimizer`, `num_steps`,
@@ -21,7 +19,6 @@ class LearnerBase(tf.Module):
         """`config`: the agent's config; its `optimizer` (`OptimizerConfig`) sets Adam."""
         super().__init__(name=name)
         self.config = config
-        self.optimizer_config: OptimizerConfig = config.optimizer
         # A variable, so the launcher can anneal it without retracing the step.
         self.learning_rate = tf.Variable(config.optimizer.learning_rate, dtype=tf.float32,
                                          trainable=False, name='learning_rate')
@@ -32,13 +29,13 @@ class LearnerBase(tf.Module):
 
     def adam(self, learning_rate: tf.Variable) -> snt.optimizers.Adam:
         """An Adam with the optimizer config's betas and epsilon."""
-        c = self.optimizer_config
+        c = self.config.optimizer
         return snt.optimizers.Adam(learning_rate=learning_rate, beta1=c.adam_beta1,
                                    beta2=c.adam_beta2, epsilon=c.adam_epsilon)
 
     def set_progress(self, fraction: float) -> None:
         """Anneals the learning rate: `fraction` of the env-step budget is done."""
-        c = self.optimizer_config
+        c = self.config.optimizer
         self.learning_rate.assign(c.annealed(c.learning_rate, fraction))
 
     def _apply(self, gradients: List[tf.Tensor], variables: List[tf.Variable],
@@ -48,8 +45,8 @@ class LearnerBase(tf.Module):
         replayed: `[B]` bool rows of the batch; returns the pre-clip global norm.
         """
         grad_norm = tf.linalg.global_norm(gradients)
-        if self.optimizer_config.clip_grad_norm:
-            gradients, _ = tf.clip_by_global_norm(gradients, self.optimizer_config.clip_grad_norm,
+        if self.config.optimizer.clip_grad_norm:
+            gradients, _ = tf.clip_by_global_norm(gradients, self.config.optimizer.clip_grad_norm,
                                                   use_norm=grad_norm)
         self.optimizer.apply(gradients, variables)
         self.num_steps.assign_add(1)

@@ -11,6 +11,7 @@ from agents.contract import Agent
 from agents.sac.agent import SAC
 
 AGENTS: Dict[str, Agent] = {agent.name: agent for agent in (CLEAR(), ACER(), SAC())}
+CONFIG_CLASSES: Dict[str, type] = {name: agent.config_class for name, agent in AGENTS.items()}
 
 
 class UnknownAgentError(ValueError):

@@ -51,8 +51,7 @@ flags.DEFINE_integer('num_envs', 16, 'environments per actor')
 flags.DEFINE_integer('repeats', 3, 'measurements per quantity (median reported)')
 flags.DEFINE_float('seconds', 5.0, 'duration of each actor / env measurement')
 flags.DEFINE_integer('learner_steps', 100, 'learner steps per measurement')
-AGENT_CONFIGS = {name: a.config_class for name, a in registry.AGENTS.items()}
-config_flags.define_flags(AGENT_CONFIGS)
+config_flags.define_flags(registry.CONFIG_CLASSES)
 FLAGS = flags.FLAGS
 
 
@@ -151,7 +150,7 @@ class Setup:
 def main(argv):
     del argv
     agent = registry.get(FLAGS.agent)
-    config = config_flags.config_from_flags(FLAGS.agent, AGENT_CONFIGS)
+    config = config_flags.config_from_flags(FLAGS.agent, registry.CONFIG_CLASSES)
     setup = Setup(FLAGS.agent, config, FLAGS.env, FLAGS.num_envs)
     runs = {'raw_env_steps_per_s': [], 'raw_sync_env_steps_per_s': [],
             'actor_env_steps_per_s': [], 'learner_steps_per_s': [],

@@ -7,6 +7,7 @@ agent's default. `config_from_flags` builds the chosen agent's config from
 the flags that were set, and refuses a flag that only other agents have.
 """
 
+import dataclasses
 import typing
 from typing import Any, Dict, Mapping, Tuple
 
@@ -35,12 +36,14 @@ def _element_type(hint: Any) -> type:
 
 def _hints(config_class: type) -> Dict[str, Any]:
     """Flat field name -> its type hint (sub-config fields included)."""
-    hints = {}
-    for name, (field, owner) in configs.flat_fields(config_class).items():
-        owner_class = config_class if owner is None else type(
-            getattr(config_class(), owner))
-        hints[name] = typing.get_type_hints(owner_class)[name]
-    return hints
+    hints = typing.get_type_hints(config_class)
+    flat = {}
+    for field in dataclasses.fields(config_class):
+        if field.metadata.get('sub_config'):
+            flat.update(typing.get_type_hints(hints[field.name]))
+        else:
+            flat[field.name] = hints[field.name]
+    return flat
 
 
 def define_flags(agent_configs: Mapping[str, type], flag_values=flags.FLAGS) -> None:

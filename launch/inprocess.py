@@ -13,7 +13,7 @@ import tensorflow as tf
 from absl import logging
 
 from agents import registry
-from launch import data, rundir
+from launch import data
 from launch import setup as setup_lib
 from launch.actor import EpisodeStats
 from launch.learner_loop import LearnerRun
@@ -23,10 +23,9 @@ from replay.variables import VariablePublisher
 
 def train(options: RunOptions, config: Any) -> Dict[str, Any]:
     """Trains `options.agent` with `config` in one process; returns the summary
-    (also `<logdir>/summary.json`). Raises `rundir.TrainingError` and
+    (also `<logdir>/summary.json`). Raises `launch.rundir.TrainingError` and
     `ValueError`s (bad input) with one-line messages."""
     registry.get(options.agent)
-    rundir.check_logdir(options.logdir)
     tf.random.set_seed(options.seed)
     np.random.seed(options.seed)
 

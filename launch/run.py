@@ -62,8 +62,7 @@ flags.DEFINE_float('reconnect_timeout_s', 120.0,
                    'seconds a role waits for a lost replay server before it gives up')
 flags.DEFINE_float('replay_checkpoint_interval_s', 60.0,
                    'seconds between checkpoints of the replay tables (--role=replay)')
-AGENT_CONFIGS = {name: a.config_class for name, a in registry.AGENTS.items()}
-config_flags.define_flags(AGENT_CONFIGS)
+config_flags.define_flags(registry.CONFIG_CLASSES)
 FLAGS = flags.FLAGS
 
 
@@ -81,7 +80,7 @@ def resolve() -> Tuple[RunOptions, Any]:
     if FLAGS.role in ('learner', 'actor') and not FLAGS.replay_address:
         raise ValueError(f'--role={FLAGS.role} needs --replay_address=host:port')
     agent = registry.get(FLAGS.agent)
-    config = config_flags.config_from_flags(FLAGS.agent, AGENT_CONFIGS)
+    config = config_flags.config_from_flags(FLAGS.agent, registry.CONFIG_CLASSES)
     per_agent = {name: getattr(FLAGS, name) for name in ('num_envs', 'num_steps', 'eval_episodes')}
     options = RunOptions(
         agent=FLAGS.agent, env=FLAGS.env, seed=FLAGS.seed, logdir=FLAGS.logdir,

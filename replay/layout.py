@@ -46,12 +46,6 @@ class ItemLayout:
         """Items that hold `sequences` sequences (rounded up)."""
         return -(-sequences // self.sequences_per_item)
 
-    @property
-    def reward_size(self) -> int:
-        """k for rewards of k components, 0 for scalar rewards."""
-        shape = self.step_spec.reward.shape
-        return int(shape[0]) if shape.rank == 1 else 0
-
     def matches(self, served_signature: Any) -> bool:
         """Whether a table's (packed) signature is this layout's."""
         ours = [(s.shape.as_list(), s.dtype) for s in self.packed_signature]

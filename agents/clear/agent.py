@@ -7,6 +7,7 @@ from agents.clear.config import CLEARConfig
 from agents.clear.learning import METRICS, CLEARLearner
 from networks.cores import ActorCriticCore
 from networks.distributions import ActionSpace
+from replay.dataset import split_batch
 
 
 class CLEAR(contract.Agent):
@@ -18,7 +19,7 @@ class CLEAR(contract.Agent):
     def data_plan(self, config: CLEARConfig) -> contract.DataPlan:
         # Each learner step takes `replay_fraction` of its sequences from replay
         # and the rest fresh; every sequence is written to both tables it needs.
-        num_replayed = round(config.replay_fraction * config.batch_size)
+        num_replayed = split_batch(config.batch_size, config.replay_fraction)[1]
         return contract.DataPlan(
             sequence_length=config.sequence_length,
             sequence_period=config.unroll_length,

@@ -11,6 +11,7 @@ from typing import Tuple
 from agents import configs
 from agents.configs import field, require, sub_config
 from agents.returns import REWARD_CLIPPINGS
+from replay.dataset import split_batch
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,13 +49,13 @@ class CLEARConfig:
                      'value_cloning_cost', 'lstm_size'):
             require(getattr(self, name) >= 0,
                     f'{name} must be >= 0 (a weight or a size), got {getattr(self, name)}')
-        num_replayed = round(self.replay_fraction * self.batch_size)
+        num_fresh, num_replayed = split_batch(self.batch_size, self.replay_fraction)
         require(num_replayed <= self.replay.replay_size,
                 f'replay_size ({self.replay.replay_size}) is smaller than the replayed part '
                 f'of a batch ({num_replayed})')
-        require(self.batch_size - num_replayed <= self.replay.queue_size,
+        require(num_fresh <= self.replay.queue_size,
                 f'queue_size ({self.replay.queue_size}) must hold the fresh part of a batch '
-                f'({self.batch_size - num_replayed}), or the learner waits forever')
+                f'({num_fresh}), or the learner waits forever')
 
     @property
     def sequence_length(self) -> int:

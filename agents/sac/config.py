@@ -16,6 +16,7 @@ from typing import Any, Optional, Tuple
 
 from agents import configs
 from agents.configs import field, require, sub_config
+from replay.dataset import split_batch
 
 
 def _replay_defaults() -> configs.ReplayConfig:
@@ -115,8 +116,7 @@ class SACConfig:
         for ok, message in checks:
             require(ok, message)
         if self.online_fraction > 0:
-            num_fresh = self.sequences_per_batch - round(
-                (1 - self.online_fraction) * self.sequences_per_batch)
+            num_fresh = split_batch(self.sequences_per_batch, 1.0 - self.online_fraction)[0]
             require(num_fresh <= self.replay.queue_size,
                     f'queue_size ({self.replay.queue_size}) must hold the fresh part of a '
                     f'batch ({num_fresh} sequences)')
@@ -144,7 +144,7 @@ class SACConfig:
         step asks for `updates_per_step` updates of `round((1 - online_fraction)
         * sequences_per_batch)` replayed sequences.
         """
-        replayed = round((1.0 - self.online_fraction) * self.sequences_per_batch)
+        replayed = split_batch(self.sequences_per_batch, 1.0 - self.online_fraction)[1]
         return self.updates_per_step * self.unroll_length * replayed
 
     @property
