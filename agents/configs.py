@@ -8,8 +8,9 @@ says which value is wrong and why.
 
 Two sub-configs give the fields every agent has one meaning everywhere:
 
-- `OptimizerConfig` (`config.optimizer`): Adam's step size and its schedule,
-  betas, epsilon and the global-norm gradient clip;
+- `OptimizerConfig` (`config.optimizer`): the optimiser (Adam or RMSProp),
+  its step size and schedule, its moments and epsilon, and the global-norm
+  gradient clip;
 - `ReplayConfig` (`config.replay`): the sizes of the `queue` and `replay`
   tables and how `replay` evicts. Sizes count *sequences* (one environment's
   stored steps), whatever one item holds.
@@ -25,6 +26,7 @@ import dataclasses
 from typing import Any, Dict, Mapping, Optional, Tuple
 
 LEARNING_RATE_SCHEDULES = ('linear', 'constant')
+OPTIMIZERS = ('adam', 'rmsprop')
 REPLAY_EVICTIONS = ('fifo', 'reservoir')
 TORSOS = ('auto', 'mlp', 'nature_cnn', 'impala_resnet')
 
@@ -73,19 +75,25 @@ def require_sizes(name: str, sizes: Tuple[int, ...]) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
-    learning_rate: float = field(1e-3, 'Adam step size')
+    optimizer: str = field('adam', "'adam' or 'rmsprop' (IMPALA's, the A3C seed's and ACER's)")
+    learning_rate: float = field(1e-3, 'step size')
     learning_rate_schedule: str = field(
         'linear', "'linear' (to 0 at the env-step budget, as IMPALA) or 'constant'")
     adam_beta1: float = field(0.9, 'Adam first-moment decay')
     adam_beta2: float = field(0.999, 'Adam second-moment decay')
     adam_epsilon: float = field(1e-8, 'Adam epsilon')
+    rmsprop_decay: float = field(0.99, 'RMSProp decay of the mean square (IMPALA: 0.99)')
+    rmsprop_momentum: float = field(0.0, 'RMSProp momentum (IMPALA: 0)')
+    rmsprop_epsilon: float = field(0.1, 'RMSProp epsilon (IMPALA: 0.1; ChainerRL ACER: 4e-3)')
+    rmsprop_centered: bool = field(False, 'RMSProp normalised by the variance, not the mean square')
     clip_grad_norm: Optional[float] = field(40.0, 'global-norm gradient clip; unset or 0 disables')
 
     def __post_init__(self):
-        require_positive(self, 'learning_rate', 'adam_epsilon')
+        require_choice('optimizer', self.optimizer, OPTIMIZERS)
+        require_positive(self, 'learning_rate', 'adam_epsilon', 'rmsprop_epsilon')
         require_choice('learning_rate_schedule', self.learning_rate_schedule,
                        LEARNING_RATE_SCHEDULES)
-        for name in ('adam_beta1', 'adam_beta2'):
+        for name in ('adam_beta1', 'adam_beta2', 'rmsprop_decay', 'rmsprop_momentum'):
             value = getattr(self, name)
             require(0.0 <= value < 1.0, f'{name} must be in [0, 1) (a decay rate), got {value}')
         require(self.clip_grad_norm is None or self.clip_grad_norm >= 0,

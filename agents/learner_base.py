@@ -1,4 +1,4 @@
-"""What every learner owns besides its networks: an annealed Adam and counters.
+"""What every learner owns besides its networks: an annealed optimiser and counters.
 
 A learner subclasses `LearnerBase` (one level, no further hierarchy) and
 writes its own `@tf.function` `step`; the attribute names here are part of
@@ -16,20 +16,25 @@ class LearnerBase(tf.Module):
     `num_env_frames` (fresh, non-replayed frames consumed, as in the seeds)."""
 
     def __init__(self, config: Any, name: str):
-        """`config`: the agent's config; its `optimizer` (`OptimizerConfig`) sets Adam."""
+        """`config`: the agent's config; its `optimizer` (`OptimizerConfig`) picks and sets
+        the optimiser."""
         super().__init__(name=name)
         self.config = config
         # A variable, so the launcher can anneal it without retracing the step.
         self.learning_rate = tf.Variable(config.optimizer.learning_rate, dtype=tf.float32,
                                          trainable=False, name='learning_rate')
-        self.optimizer = self.adam(self.learning_rate)
+        self.optimizer = self.make_optimizer(self.learning_rate)
         self.num_steps = tf.Variable(0, dtype=tf.int64, trainable=False, name='num_steps')
         self.num_env_frames = tf.Variable(0, dtype=tf.int64, trainable=False,
                                           name='num_env_frames')
 
-    def adam(self, learning_rate: tf.Variable) -> snt.optimizers.Adam:
-        """An Adam with the optimizer config's betas and epsilon."""
+    def make_optimizer(self, learning_rate: tf.Variable) -> snt.Optimizer:
+        """The optimizer config's Adam or RMSProp with step size `learning_rate`."""
         c = self.config.optimizer
+        if c.optimizer == 'rmsprop':
+            return snt.optimizers.RMSProp(learning_rate=learning_rate, decay=c.rmsprop_decay,
+                                          momentum=c.rmsprop_momentum,
+                                          epsilon=c.rmsprop_epsilon, centered=c.rmsprop_centered)
         return snt.optimizers.Adam(learning_rate=learning_rate, beta1=c.adam_beta1,
                                    beta2=c.adam_beta2, epsilon=c.adam_epsilon)
 
@@ -40,7 +45,7 @@ class LearnerBase(tf.Module):
 
     def _apply(self, gradients: List[tf.Tensor], variables: List[tf.Variable],
                replayed: tf.Tensor, unroll_length: tf.Tensor) -> tf.Tensor:
-        """Clips by global norm, applies Adam, counts the step and its fresh frames.
+        """Clips by global norm, applies the optimiser, counts the step and its fresh frames.
 
         replayed: `[B]` bool rows of the batch; returns the pre-clip global norm.
         """

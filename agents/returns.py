@@ -18,6 +18,15 @@ def clip_rewards(r_t: tf.Tensor, mode: str) -> tf.Tensor:
     raise ValueError(f'unknown reward_clipping {mode!r}; choose one of {REWARD_CLIPPINGS}')
 
 
+def transform_rewards(r_t: tf.Tensor, scaling: float, mode: str) -> tf.Tensor:
+    """The seeds' reward transform: multiply by `scaling`, then clip (`clip_rewards`).
+
+    The CLEAR/IMPALA seed scales before it clips, so `abs_one` bounds the
+    scaled reward; with `scaling=1` and `mode='none'` rewards pass unchanged.
+    """
+    return clip_rewards(r_t * scaling, mode)
+
+
 def n_step_targets(rewards: tf.Tensor, discounts: tf.Tensor, first: tf.Tensor,
                    next_values: tf.Tensor, discounting: float) -> tf.Tensor:
     """TD targets of the first transition of each sequence.

@@ -39,7 +39,7 @@ class ACERConfig:
     trust_region_delta: float = field(1.0, 'bound on the KL step towards the average policy')
     normalize_loss_by_steps: bool = field(True, 'divide losses by the number of steps in the batch')
     sdn_samples: int = field(5, 'actions sampled for the mean advantage of the SDN (continuous)')
-    # Optimiser (Adam).
+    # Optimiser (Adam or RMSProp, `--optimizer`).
     optimizer: configs.OptimizerConfig = sub_config(configs.OptimizerConfig)
     # Network.
     lstm_size: int = field(64, 'LSTM units; 0 makes the core feed-forward')

@@ -32,7 +32,7 @@ class CLEARConfig:
     policy_cloning_cost: float = field(0.01, 'weight of KL(mu || pi) on replayed rows')
     value_cloning_cost: float = field(0.005, 'weight of (V - V_mu)^2 on replayed rows')
     clip_advantage: bool = field(False, 'keep only positive advantages in the policy gradient')
-    # Optimiser (Adam).
+    # Optimiser (Adam or RMSProp, `--optimizer`).
     optimizer: configs.OptimizerConfig = sub_config(configs.OptimizerConfig)
     # Network.
     lstm_size: int = field(64, 'LSTM units; 0 makes the core feed-forward')

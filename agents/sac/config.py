@@ -75,7 +75,7 @@ class SACConfig:
     discrete_target_entropy_scale: float = field(
         0.2, 'discrete default: scale * log(n) per branch (ML-Agents)')
     max_log_alpha: Optional[float] = field(None, 'clip log alpha from above; unset: no clip')
-    # Optimisers (Adam). `optimizer` is the critics'; actor and temperatures
+    # Optimisers. `optimizer` is the critics'; actor and temperatures
     # share its schedule, betas and epsilon with their own step sizes.
     optimizer: configs.OptimizerConfig = sub_config(_optimizer_defaults)
     actor_learning_rate: float = field(

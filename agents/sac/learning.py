@@ -124,8 +124,8 @@ class SACLearner(LearnerBase):
 
         self.actor_learning_rate = lr_variable(config.actor_learning_rate, 'actor_learning_rate')
         self.alpha_learning_rate = lr_variable(config.alpha_learning_rate, 'alpha_learning_rate')
-        self.actor_optimizer = self.adam(self.actor_learning_rate)
-        self.alpha_optimizer = self.adam(self.alpha_learning_rate)
+        self.actor_optimizer = self.make_optimizer(self.actor_learning_rate)
+        self.alpha_optimizer = self.make_optimizer(self.alpha_learning_rate)
 
     def _create_critic_variables(self, observation_space) -> None:
         """Builds the critics (Sonnet builds lazily) and copies them to the targets."""
