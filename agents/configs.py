@@ -28,7 +28,19 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 LEARNING_RATE_SCHEDULES = ('linear', 'constant')
 OPTIMIZERS = ('adam', 'rmsprop')
 REPLAY_EVICTIONS = ('fifo', 'reservoir')
-TORSOS = ('auto', 'mlp', 'nature_cnn', 'impala_resnet')
+TORSOS = ('auto', 'mlp', 'nature_cnn', 'impala_resnet', 'simple')
+
+
+PREV_REWARD_INPUTS = ('transformed', 'raw')
+TORSO_DOC = "'auto', 'mlp', 'nature_cnn', 'impala_resnet' or 'simple' (ML-Agents)"
+PREV_REWARD_DOC = ("the core's previous-reward input: 'transformed' (as the learner sees it, "
+                   "as the seeds) or 'raw'")
+
+
+def reward_input(mode: str, scaling: float,
+                 clipping: str = 'none') -> Optional[Tuple[float, str]]:
+    """The core's `reward_transform` for a `prev_reward_input` mode (None: raw)."""
+    return None if mode == 'raw' else (scaling, clipping)
 
 
 def field(default: Any, doc: str) -> Any:
@@ -75,7 +87,7 @@ def require_sizes(name: str, sizes: Tuple[int, ...]) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
-    optimizer: str = field('adam', "'adam' or 'rmsprop' (IMPALA's, the A3C seed's and ACER's)")
+    optimizer: str = field('adam', "'adam' or 'rmsprop' (IMPALA's and ChainerRL ACER's)")
     learning_rate: float = field(1e-3, 'step size')
     learning_rate_schedule: str = field(
         'linear', "'linear' (to 0 at the env-step budget, as IMPALA) or 'constant'")

@@ -32,7 +32,9 @@ What an agent declares:
 6. `squash_actions`: continuous actions as tanh-squashed Gaussians in
    [-1, 1] (SAC) rather than unbounded Gaussians.
 7. `reward_weights(config)`: the weights of a vector reward, when the agent
-   learns one (else None: the environment must have scalar rewards).
+   learns one (else None: the environment must have scalar rewards);
+   `for_reward_size(config, k)`: the config for an environment whose rewards
+   have k components (0: scalars), e.g. unset weights become the plain sum.
 8. `run_defaults`: run options (`launch.options.RunOptions` fields such as
    `num_envs`, `num_steps`) this agent defaults differently.
 
@@ -58,10 +60,16 @@ from replay.tables import QUEUE, REPLAY
 @dataclasses.dataclass(frozen=True)
 class ReplaySchedule:
     """Batches alternate between tables: one on-policy batch from `queue`, then
-    `ratio` fully replayed batches from `replay` (ACER's `n_times_replay`)."""
+    `ratio` fully replayed batches from `replay` (ACER's `n_times_replay`).
+
+    With `learn_fresh=False` (ACER's `disable_online_update`) the on-policy
+    batch is still read from `queue`, which the actors block on when it is
+    full, but dropped: the learner only sees replayed batches.
+    """
     ratio: float  # replayed batches after each on-policy one (mean, if poisson)
     poisson: bool  # draw each count from Poisson(ratio) instead of round(ratio)
     start_size: int  # sequences in `replay` before replayed batches begin (never blocks)
+    learn_fresh: bool = True  # False: drain each on-policy batch without learning from it
 
     def replayed_batches(self, rng: np.random.Generator) -> int:
         return int(rng.poisson(self.ratio)) if self.poisson else int(round(self.ratio))
@@ -177,3 +185,14 @@ class Agent(abc.ABC):
         """Weights of a vector reward the agent learns per component; None: scalar rewards."""
         del config
         return None
+
+    def for_reward_size(self, config: Any, reward_size: int) -> Any:
+        """`config` for an environment with `reward_size`-component rewards (0: scalar).
+
+        Agents that learn scalar rewards only leave a scalar environment's config
+        as it is and refuse vector rewards (ValueError, one line).
+        """
+        if reward_size:
+            raise ValueError(f'{self.name} learns scalar rewards; this environment\'s rewards '
+                             f'have {reward_size} components (--agent=sac learns them)')
+        return config

@@ -11,6 +11,33 @@ import sonnet as snt
 import tensorflow as tf
 
 
+class RMSProp(snt.optimizers.RMSProp):
+    """Sonnet's RMSProp with the mean square starting at 1, as `tf.compat.v1.train.
+    RMSPropOptimizer` (IMPALA's) does: from 0 the first updates are up to
+    1 / sqrt(1 - decay) (10x at decay 0.99) larger than the later ones.
+
+    ms <- decay ms + (1 - decay) g^2;  mom <- momentum mom + lr g / sqrt(ms + eps);
+    w <- w - mom.
+    """
+
+    def _initialize(self, parameters):
+        if self.mom:  # Sonnet creates the slots on the first `apply`
+            return
+
+        def slot(p, value):
+            with tf.init_scope():  # created once, outside any traced step
+                return tf.Variable(tf.fill(p.shape, tf.constant(value, p.dtype)),
+                                   trainable=False, name=p.name.split(':')[0])
+
+        with tf.name_scope('momentum'):
+            self.mom.extend(slot(p, 0.0) for p in parameters)
+        with tf.name_scope('rms'):
+            self.ms.extend(slot(p, 1.0) for p in parameters)
+        if self.centered:
+            with tf.name_scope('mg'):
+                self.mg.extend(slot(p, 0.0) for p in parameters)
+
+
 class LearnerBase(tf.Module):
     """`learning_rate` (a variable the launcher anneals), `optimizer`, `num_steps`,
     `num_env_frames` (fresh, non-replayed frames consumed, as in the seeds)."""
@@ -32,9 +59,9 @@ class LearnerBase(tf.Module):
         """The optimizer config's Adam or RMSProp with step size `learning_rate`."""
         c = self.config.optimizer
         if c.optimizer == 'rmsprop':
-            return snt.optimizers.RMSProp(learning_rate=learning_rate, decay=c.rmsprop_decay,
-                                          momentum=c.rmsprop_momentum,
-                                          epsilon=c.rmsprop_epsilon, centered=c.rmsprop_centered)
+            return RMSProp(learning_rate=learning_rate, decay=c.rmsprop_decay,
+                           momentum=c.rmsprop_momentum, epsilon=c.rmsprop_epsilon,
+                           centered=c.rmsprop_centered)
         return snt.optimizers.Adam(learning_rate=learning_rate, beta1=c.adam_beta1,
                                    beta2=c.adam_beta2, epsilon=c.adam_epsilon)
 

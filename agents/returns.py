@@ -1,5 +1,7 @@
 """Reward transforms and n-step targets shared by the agents (pure functions)."""
 
+from typing import Optional
+
 import tensorflow as tf
 
 REWARD_CLIPPINGS = ('abs_one', 'soft_asymmetric', 'none')
@@ -28,7 +30,8 @@ def transform_rewards(r_t: tf.Tensor, scaling: float, mode: str) -> tf.Tensor:
 
 
 def n_step_targets(rewards: tf.Tensor, discounts: tf.Tensor, first: tf.Tensor,
-                   next_values: tf.Tensor, discounting: float) -> tf.Tensor:
+                   next_values: tf.Tensor, discounting: float,
+                   entropy_rewards: Optional[tf.Tensor] = None) -> tf.Tensor:
     """TD targets of the first transition of each sequence.
 
     Args:
@@ -39,13 +42,25 @@ def n_step_targets(rewards: tf.Tensor, discounts: tf.Tensor, first: tf.Tensor,
         episode's final observation (the trajectory's placeholder step), so
         step k-2's transition bootstraps from step k-1's observation; `[n + 1, N, 1]`
         with components.
-      next_values: `[n, N]` (or `[n, N, k]`) soft values V(s_k) of steps k = 1..n.
+      next_values: `[n, N]` (or `[n, N, k]`) values V(s_k) of steps k = 1..n:
+        soft values without `entropy_rewards`, plain values Q(s_k, a ~ pi) with them.
       discounting: gamma.
+      entropy_rewards: optional `[n, N]` (or `[n, N, 1]`): `entropy_rewards[k]` is the
+        entropy reward -alpha log pi(.|s_{k+1}) of the observation at step k + 1,
+        as in ALF's SAC, which adds gamma d_k times it to the reward r_k of every
+        step of the sum (not only to the bootstrap value): the target is
+        sum_k gamma^k D_k (r_k + gamma d_k e_k) + gamma^m D_m Q(s_m), D_k the product
+        of d_0..d_{k-1}, m the first episode end or n.
     Returns:
-      `[N]` (or `[N, k]`): r_0 + gamma d_0 (r_1 + ...) up to the first episode end
-      or step n, bootstrapped there with the stored value.
+      `[N]` (or `[N, k]`): r_0 + gamma d_0 (e_0 + r_1 + gamma d_1 (e_1 + ...)) up to
+      the first episode end or step n, bootstrapped there with the stored value.
     """
     n = int(rewards.shape[0])
+    if entropy_rewards is not None:
+        # ALF's indices: its reward of step k + 1 (this library's r_k, stored at the
+        # step it was earned from) gains gamma d times the entropy reward of step
+        # k + 1's observation; a termination (d_k = 0) drops it with the bootstrap.
+        rewards = rewards + discounting * discounts * entropy_rewards
     target = next_values[n - 1]
     for k in reversed(range(n)):
         bootstrap = next_values[k]

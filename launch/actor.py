@@ -18,6 +18,7 @@ import reverb
 import tensorflow as tf
 
 from launch.environments import reward_size
+from launch.metrics import InfoMeans
 from networks.cores import ActorCriticCore, CoreInputs
 from networks.distributions import ActionSpace
 from networks.numpy_core import NumpyCore
@@ -28,10 +29,12 @@ from replay.writer import SequenceWriter
 
 
 class EpisodeStats:
-    """Thread-safe record of finished episodes (returns, lengths) and env steps."""
+    """Thread-safe record of finished episodes (returns, lengths), env steps and the
+    environments' numeric `info` values (`info`, for TensorBoard)."""
 
     def __init__(self, window: int = 100):
         self._lock = threading.Lock()
+        self.info = InfoMeans()
         self._returns = collections.deque(maxlen=window)
         self._lengths = collections.deque(maxlen=window)
         self.num_episodes = 0
@@ -143,7 +146,6 @@ class Actor:
         self._num_envs = envs.num_envs
         self._cast = numpy_caster(envs.single_observation_space)
         self.policy = Policy(core, action_space, seed, deterministic, use_numpy)
-        self._recent_actions = collections.deque(maxlen=64)  # for histograms
         self._random_steps = random_steps
         self._rng = np.random.default_rng(seed)
         self._vector_reward = reward_size(envs) > 0
@@ -179,7 +181,6 @@ class Actor:
             if steps_taken < self._random_steps:
                 action, log_prob = self._action_space.sample_uniform(B, self._rng)
             steps_taken += B
-            self._recent_actions.append(action)
             next_obs, reward, terminated, truncated, info = self._envs.step(
                 self._action_space.to_env(action))
             real = ~placeholder
@@ -191,6 +192,7 @@ class Actor:
                              if self._vector_reward else reward)
             # Counted before the write: a learner that sees the data sees the steps.
             self.stats.add_steps(int(real.sum()))
+            self.stats.info.add(info)
             written = False
             if self._writer is not None:
                 written = self._writer.append(Step(
@@ -217,13 +219,6 @@ class Actor:
             prev_action, prev_reward = action, reward
             if written and max_env_steps is not None and self.stats.env_steps >= max_env_steps:
                 return
-
-    def recent_actions(self):
-        """Per action leaf, the actions of the last steps, flattened (for histograms)."""
-        recent = list(self._recent_actions)
-        if not recent:
-            return []
-        return [np.concatenate([r[i].ravel() for r in recent]) for i in range(len(recent[0]))]
 
     def _after_write(self, flush_timeout_ms: int, stop: Callable[[], bool]) -> None:
         # Wait for the queue's rate limiter (the learner) without hanging past stop().

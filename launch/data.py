@@ -13,7 +13,7 @@ compiled step) when a table gave no data for `timeout_ms`, so a learner
 whose actors died gets control back.
 """
 
-from typing import Callable, Dict, Iterator, Union
+from typing import Callable, Dict, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import reverb
@@ -39,6 +39,8 @@ def open_batches(address: str, signature: trajectory.Sequence, plan: DataPlan,
 
 def _scheduled(address: str, signature: trajectory.Sequence, plan: DataPlan,
                client: reverb.Client, timeout_ms: int) -> Iterator[dataset_lib.Batch]:
+    """`plan.schedule`'s stream: each on-policy batch from `queue` (dropped unless
+    `schedule.learn_fresh`), then `schedule.replayed_batches()` from `replay`."""
     schedule = plan.schedule
     fresh = iter(dataset_lib.mixed_dataset(address, signature, plan.batch_sequences, 0.0,
                                            timeout_ms))
@@ -48,7 +50,9 @@ def _scheduled(address: str, signature: trajectory.Sequence, plan: DataPlan,
         batch = next(fresh, None)
         if batch is None:  # the queue gave nothing for timeout_ms
             return
-        yield batch
+        if schedule.learn_fresh:
+            yield batch
+        # else: read only to drain `queue` (the actors block on it when full), then dropped.
         if replayed is None:
             items = client.server_info(timeout=10)[tables.REPLAY].current_size
             if items * max(1, trajectory.envs_per_item(signature)) < schedule.start_size:
@@ -62,18 +66,37 @@ def _scheduled(address: str, signature: trajectory.Sequence, plan: DataPlan,
             yield batch
 
 
-def make_learn(learner) -> Callable[[Batches], Dict[str, tf.Tensor]]:
+def make_learn(learner, action_names: Optional[Sequence[str]] = None
+               ) -> Callable[[Batches], Dict[str, tf.Tensor]]:
     """`learn(batches)`: one learner step on the next batch.
 
     A `tf.data` iterator is read inside the compiled step, which saves the
     Python-side handling of every batch (~15% of a SAC step here); any other
     iterator (a schedule) is read in Python. Raises StopIteration when the
     data ends.
+
+    With `action_names` (one per action leaf, `launch.metrics.action_names`)
+    the result also holds `action/<name>`: that leaf's actions in the batch,
+    flattened, for histograms. They are the only non-scalar entries; the
+    agent's own metrics stay as its `metric_names` declare.
     """
+
+    def with_actions(batch, metrics):
+        if not action_names:
+            return metrics
+        steps = batch.sequence.steps
+        # Valid steps: not the last of a sequence (it only bootstraps, and is the
+        # next sequence's first), and not one followed by `first` (the actor's
+        # placeholder step that reset a finished environment: no real action).
+        valid = tf.logical_not(steps.first[1:])
+        actions = {f'action/{name}': tf.reshape(tf.boolean_mask(a[:-1], valid), [-1])
+                   for name, a in zip(action_names, steps.action)}
+        return {**metrics, **actions}
 
     @tf.function(autograph=False)
     def learn_in_graph(iterator):
-        return learner.step(iterator.get_next())
+        batch = iterator.get_next()
+        return with_actions(batch, learner.step(batch))
 
     def learn(batches):
         if isinstance(batches, tf.data.Iterator):
@@ -81,6 +104,7 @@ def make_learn(learner) -> Callable[[Batches], Dict[str, tf.Tensor]]:
                 return learn_in_graph(batches)
             except tf.errors.OutOfRangeError:
                 raise StopIteration from None
-        return learner.step(next(batches))
+        batch = next(batches)
+        return with_actions(batch, learner.step(batch))
 
     return learn

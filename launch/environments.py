@@ -74,6 +74,19 @@ def _declared_reward_size(env: gym.Env) -> int:
     return int(shape[0]) if shape and len(shape) == 1 else 0
 
 
+def declared_reward_size(env_id: str) -> int:
+    """k when `env_id`'s rewards are k-component vectors, 0 for scalar rewards."""
+    check_env_id(env_id)
+    try:
+        env = gym.make(env_id, disable_env_checker=True)
+    except Exception as e:  # gymnasium raises many kinds (missing extras, bad kwargs).
+        raise EnvironmentSetupError(f'cannot make environment {env_id!r}: {e}') from None
+    try:
+        return _declared_reward_size(env)
+    finally:
+        env.close()
+
+
 def make_vector_env(env_id: str, num_envs: int, seed: int,
                     vectorization_mode: str = None,
                     reward_weights: Optional[Sequence[float]] = None) -> gym.vector.VectorEnv:

@@ -1,7 +1,9 @@
 """Runs episodes from an exported SavedModel alone (TensorFlow, gymnasium, numpy).
 
-`python launch/evaluate.py --saved_model=DIR --env=ID --episodes=N [--video_dir=DIR]`
-prints the mean and std of the returns as JSON. It imports nothing from this
+`python launch/evaluate.py --saved_model=DIR --env=ID --episodes=N [--video_dir=DIR]
+[--eval_epsilon=E]` prints the mean and std of the returns as JSON. With
+`--eval_epsilon` (ALF's epsilon-greedy evaluation) each step samples its
+action from the policy with probability E instead of taking the greedy one. It imports nothing from this
 library, so it is also an example of serving the SavedModel elsewhere.
 Bad input (not a SavedModel, an environment whose spaces do not match the
 model's specs) ends with one `error:` line and exit status 1.
@@ -23,6 +25,8 @@ flags.DEFINE_string('env', None, 'gymnasium id (default: the one recorded in the
 flags.DEFINE_integer('episodes', 10, 'episodes to run')
 flags.DEFINE_integer('seed', 0, 'seed of the first episode (episode i uses seed + i)')
 flags.DEFINE_bool('deterministic', True, 'greedy / mean actions (else sampled)')
+flags.DEFINE_float('eval_epsilon', 0.0, 'probability, per step, of an action sampled from the '
+                   'policy instead of the greedy one (ALF epsilon-greedy), in [0, 1]')
 flags.DEFINE_string('video_dir', None, 'record videos here (environments rendering rgb_array)')
 flags.DEFINE_list('reward_weights', None,
                   'for an environment with vector rewards: one weight per component '
@@ -72,10 +76,15 @@ def scalar_reward(reward, weights) -> float:
 
 
 def run_episodes(model, specs: dict, env: gym.Env, episodes: int, seed: int,
-                 deterministic: bool = True, reward_weights=None) -> np.ndarray:
+                 deterministic: bool = True, reward_weights=None,
+                 epsilon: float = 0.0) -> np.ndarray:
     """One environment, episodes one after another, batch size 1. Returns the returns
-    (vector rewards weighted by `reward_weights`)."""
+    (vector rewards weighted by `reward_weights`). With probability `epsilon` a step
+    samples its action from the policy (`step`) instead of taking the greedy one
+    (ALF's epsilon-greedy); the choices are seeded by `seed`."""
     step = model.signatures['step_deterministic' if deterministic else 'step']
+    sample = model.signatures['step']
+    rng = np.random.default_rng(seed)
     obs_dtype = tf.as_dtype(specs['observation']['dtype'])
     action_dtype = tf.as_dtype(specs['action']['dtype'])
     returns = []
@@ -87,7 +96,8 @@ def run_episodes(model, specs: dict, env: gym.Env, episodes: int, seed: int,
         total, done = 0.0, False
         while not done:
             inputs['observation'] = tf.constant(np.asarray(observation)[None], obs_dtype)
-            outputs = step(**inputs)
+            explore = epsilon and rng.random() < epsilon
+            outputs = (sample if explore else step)(**inputs)
             action = outputs.pop('action')
             observation, reward, terminated, truncated, _ = env.step(action.numpy()[0])
             reward = scalar_reward(reward, reward_weights)
@@ -103,6 +113,8 @@ def run_episodes(model, specs: dict, env: gym.Env, episodes: int, seed: int,
 def main(argv):
     del argv
     try:
+        if not 0.0 <= FLAGS.eval_epsilon <= 1.0:
+            raise EvaluationError(f'--eval_epsilon must be in [0, 1], got {FLAGS.eval_epsilon}')
         model, specs = load(FLAGS.saved_model)
         env_id = FLAGS.env or specs['env']
         try:
@@ -124,7 +136,7 @@ def main(argv):
                                   f'{",".join(FLAGS.reward_weights)!r}') from None
         try:
             returns = run_episodes(model, specs, env, FLAGS.episodes, FLAGS.seed,
-                                   FLAGS.deterministic, weights)
+                                   FLAGS.deterministic, weights, FLAGS.eval_epsilon)
         except gym.error.DependencyNotInstalled as e:  # rendering needs pygame, etc.
             raise EvaluationError(f'--video_dir: {e}') from None
         env.close()
@@ -132,6 +144,7 @@ def main(argv):
         print(f'error: {e}', file=sys.stderr)
         sys.exit(1)
     print(json.dumps({'env': env_id, 'episodes': FLAGS.episodes,
+                      'eval_epsilon': FLAGS.eval_epsilon,
                       'return_mean': float(returns.mean()), 'return_std': float(returns.std()),
                       'returns': returns.tolist()}))
 

@@ -1,4 +1,9 @@
-"""Evaluation: run whole episodes with a policy, no learning, no writing."""
+"""Evaluation: run whole episodes with a policy, no learning, no writing.
+
+ε-greedy evaluation (ALF's `epsilon_greedy`): with probability `epsilon`,
+drawn per step and per environment, the action is sampled from the policy
+instead of being its greedy one (ALF's `dist_utils.epsilon_greedy_sample`).
+"""
 
 from typing import Optional, Sequence, Tuple
 
@@ -11,18 +16,35 @@ from networks.distributions import ActionSpace
 from networks.observations import numpy_caster
 
 
+def epsilon_greedy(greedy: Tuple[np.ndarray, ...], sampled: Tuple[np.ndarray, ...],
+                   epsilon: float, rng: np.random.Generator) -> Tuple[np.ndarray, ...]:
+    """Per row (batch `[B]` first), all leaves together: `sampled` with probability
+    `epsilon`, else `greedy`."""
+    if epsilon <= 0.0:
+        return greedy
+    explore = rng.random(len(greedy[0])) < epsilon
+    return tuple(np.where(explore.reshape((-1,) + (1,) * (np.ndim(g) - 1)), s, g)
+                 for g, s in zip(greedy, sampled))
+
+
 def evaluate(core: ActorCriticCore, action_space: ActionSpace, env_id: str, episodes: int,
              seed: int, deterministic: bool = True, max_steps: int = 1_000_000,
-             reward_weights: Optional[Sequence[float]] = None
+             reward_weights: Optional[Sequence[float]] = None, epsilon: float = 0.0
              ) -> Tuple[float, float, np.ndarray]:
     """Runs `episodes` episodes in parallel (one per environment, seeds `seed + i`).
 
     Returns (mean return, std return, all returns); vector rewards count by
-    `reward_weights` (see `launch.environments`).
+    `reward_weights` (see `launch.environments`); `epsilon`: see the module
+    docstring (the choices and samples are seeded by `seed` too).
     """
+    if not 0.0 <= epsilon <= 1.0:
+        raise ValueError(f'eval_epsilon must be in [0, 1], got {epsilon}')
     envs = environments.make_vector_env(env_id, episodes, seed, reward_weights=reward_weights)
     policy = Policy(core, action_space, seed, deterministic)
+    # The sampling twin sees the same inputs and state; only its actions are used.
+    sampler = Policy(core, action_space, seed, False) if deterministic and epsilon > 0 else None
     cast = numpy_caster(envs.single_observation_space)
+    rng = np.random.default_rng(seed)
     try:
         obs, _ = envs.reset(seed=seed)
         state = policy.initial_state(episodes)
@@ -33,9 +55,13 @@ def evaluate(core: ActorCriticCore, action_space: ActionSpace, env_id: str, epis
         returns = np.zeros([episodes])
         finished = np.zeros([episodes], bool)
         for _ in range(max_steps):
-            action, _, _, _, state = policy(
-                cast(obs), prev_action, prev_reward,
-                first, state)
+            observation = cast(obs)
+            action, _, _, _, next_state = policy(observation, prev_action, prev_reward, first,
+                                                 state)
+            if sampler is not None:
+                sampled = sampler(observation, prev_action, prev_reward, first, state)[0]
+                action = epsilon_greedy(action, sampled, epsilon, rng)
+            state = next_state
             obs, reward, terminated, truncated, _ = envs.step(action_space.to_env(action))
             returns += np.where(finished, 0.0, reward)
             finished |= terminated | truncated

@@ -2,10 +2,20 @@
 
 The roles talk only through Reverb (sequences into `queue`/`replay`, weights
 through `variables`), exactly as they would across processes.
+
+Ctrl-C (SIGINT), as ML-Agents does, ends the run with what was learned: the
+learner stops after its current step, the actor and the server stop, and
+`finish` checkpoints at the last learner step, exports the policy (no
+evaluation, so this takes seconds) and writes `summary.json` with
+`interrupted: true`; `launch/run.py` then exits with status 130. A second
+Ctrl-C while saving, or one while a finished run evaluates, aborts
+(KeyboardInterrupt): the checkpoints already written stay.
 """
 
+import contextlib
+import signal
 import threading
-from typing import Any, Dict
+from typing import Any, Dict, Iterator
 
 import numpy as np
 import reverb
@@ -21,10 +31,39 @@ from launch.options import RunOptions
 from replay.variables import VariablePublisher
 
 
+@contextlib.contextmanager
+def interrupt_event() -> Iterator[threading.Event]:
+    """An event the first SIGINT sets; the second raises KeyboardInterrupt as usual.
+
+    A flag rather than the KeyboardInterrupt Python raises by default: that
+    exception lands wherever the main thread happens to be (inside a trigger's
+    checkpoint write or weight publication), while the flag stops the loop
+    between learner steps. Outside the main thread (a caller's worker thread)
+    signals cannot be handled, and the event is never set.
+    """
+    interrupted = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield interrupted
+        return
+
+    def handler(signum, frame):
+        logging.warning('interrupted: stopping after this learner step to checkpoint and '
+                        'export (Ctrl-C again to abort)')
+        interrupted.set()
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield interrupted
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def train(options: RunOptions, config: Any) -> Dict[str, Any]:
     """Trains `options.agent` with `config` in one process; returns the summary
-    (also `<logdir>/summary.json`). Raises `launch.rundir.TrainingError` and
-    `ValueError`s (bad input) with one-line messages."""
+    (also `<logdir>/summary.json`; `summary['interrupted']` after Ctrl-C). Raises
+    `launch.rundir.TrainingError` and `ValueError`s (bad input) with one-line
+    messages, and KeyboardInterrupt for a second Ctrl-C."""
     registry.get(options.agent)
     tf.random.set_seed(options.seed)
     np.random.seed(options.seed)
@@ -55,22 +94,25 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
     def open_batches():
         return data.open_batches(address, setup.signature, setup.plan, client)
 
-    thread = threading.Thread(target=run_actor, name='actor', daemon=True)
-    thread.start()
-    try:
-        run.run(open_batches, publisher.publish, lambda: stats.env_steps, stats,
-                stop_event.is_set, actor.recent_actions)
-    finally:
-        # The actor may be blocked on a full queue, and the learner's prefetch on
-        # an empty one; stopping the server releases both (in-flight work fails,
-        # which does not matter any more), so the process never hangs on the way out.
-        stop_event.set()
-        thread.join(timeout=2)
-        server.stop()
-        thread.join(timeout=30)
-        run.close_data()
+    with interrupt_event() as interrupted:
+        thread = threading.Thread(target=run_actor, name='actor', daemon=True)
+        thread.start()
+        try:
+            run.run(open_batches, publisher.publish, lambda: stats.env_steps, stats,
+                    lambda: stop_event.is_set() or interrupted.is_set())
+        finally:
+            # The actor may be blocked on a full queue, and the learner's prefetch on
+            # an empty one; stopping the server releases both (in-flight work fails,
+            # which does not matter any more), so the process never hangs on the way out.
+            stop_event.set()
+            thread.join(timeout=2)
+            server.stop()
+            thread.join(timeout=30)
+            run.close_data()
     if actor_error:
         raise actor_error[0]
-    summary = run.finish(stats)
+    # Outside the handler: Ctrl-C while evaluating or saving aborts (the checkpoint
+    # `finish` writes first stays).
+    summary = run.finish(stats, interrupted=interrupted.is_set())
     envs.close()
     return summary

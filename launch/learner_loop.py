@@ -7,8 +7,10 @@ step, and hands the result to its triggers, periodic actions declared once
 summaries (and check for non-finite losses) every `summary_interval_s`, log
 progress every `log_interval_s`, checkpoint every `checkpoint_interval_s`.
 It stops at the first of: the env-step budget, the target return, the
-caller's `should_stop`. `finish` checkpoints, evaluates, exports and writes
-`summary.json`.
+caller's `should_stop`. `finish` checkpoints, evaluates (not after an
+interrupt), exports and writes `summary.json`. TensorBoard: the agent's
+scalars and what `launch.metrics` adds (batch action histograms, the
+variables' global norm, the environments' numeric `info`).
 """
 
 import dataclasses
@@ -17,13 +19,13 @@ import math
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Optional
 
-import numpy as np
 import tensorflow as tf
 from absl import logging
 
 from launch import data, evaluation, export, rundir
+from launch import metrics as metrics_lib
 from launch.actor import EpisodeStats
 from launch.setup import RunSetup, make_learner
 from replay.connection import SERVER_ERRORS
@@ -100,8 +102,9 @@ class LearnerRun:
         return self.start_env_steps + self._env_steps()
 
     def _finite_values(self, metrics) -> Dict[str, float]:
-        """Metric values; raises (before anything is saved) if any is NaN or Inf."""
-        values = {k: float(v.numpy()) for k, v in metrics.items()}
+        """The scalar metrics' values; raises (before anything is saved) if any is NaN
+        or Inf. Other entries (`action/<name>` histograms of the batch) are not checked."""
+        values = {k: float(v.numpy()) for k, v in metrics.items() if v.shape.rank == 0}
         if not all(math.isfinite(v) for v in values.values()):
             raise rundir.TrainingError(
                 f'non-finite loss at learner step {self.learner_steps}: {values}; '
@@ -113,29 +116,15 @@ class LearnerRun:
         self.env_steps_counter.assign(self.total_env_steps())
         self.manager.save(checkpoint_number=self.learner_steps)
 
-    def _summaries(self, stats: EpisodeStats,
-                   recent_actions: Callable[[], list]) -> Callable[[Progress], None]:
-        writer = tf.summary.create_file_writer(self.setup.options.logdir)
-        writes = 0
+    def _summaries(self, stats: EpisodeStats) -> Callable[[Progress], None]:
+        writer = metrics_lib.SummaryWriter(self.setup.options.logdir,
+                                           lambda: self.learner.trainable_variables)
 
         def write(progress: Progress) -> None:
-            nonlocal writes
             # Per-episode writes cost ~2 ms each here; aggregate since the last write.
-            values = self._finite_values(progress.metrics)
-            episodes = stats.pop_new()
-            with writer.as_default(step=progress.step):
-                for k, v in values.items():
-                    tf.summary.scalar(k, v)
-                tf.summary.scalar('env_steps', progress.env_steps)
-                if episodes:
-                    tf.summary.scalar('episode/return', np.mean([r for r, _ in episodes]))
-                    tf.summary.scalar('episode/length', np.mean([n for _, n in episodes]))
-                # An eager histogram costs ~0.1-0.3 s here: one in ten writes has them.
-                writes += 1
-                if writes % 10 == 1:
-                    for i, actions in enumerate(recent_actions()):
-                        tf.summary.histogram(f'actions/{i}', actions)
-            writer.flush()
+            writer.write(progress.step, progress.env_steps, self._finite_values(progress.metrics),
+                         {k: v for k, v in progress.metrics.items() if v.shape.rank != 0},
+                         stats.pop_new(), stats.info.pop())
 
         return write
 
@@ -158,7 +147,6 @@ class LearnerRun:
 
     def run(self, open_batches: Callable[[], data.Batches], publish: Callable[[], None],
             env_steps: Callable[[], int], stats: EpisodeStats, should_stop: Callable[[], bool],
-            recent_actions: Callable[[], List[np.ndarray]] = lambda: [],
             on_server_error: Optional[Callable[[Exception], None]] = None) -> None:
         """Learns until the env-step budget, the target return or `should_stop()`.
 
@@ -171,11 +159,12 @@ class LearnerRun:
         self._env_steps = env_steps
         triggers = [
             Every(lambda progress: publish(), steps=options.publish_period),
-            Every(self._summaries(stats, recent_actions), seconds=options.summary_interval_s),
+            Every(self._summaries(stats), seconds=options.summary_interval_s),
             Every(self._log(stats), seconds=options.log_interval_s),
             Every(lambda progress: self.save(), seconds=options.checkpoint_interval_s),
         ]
-        learn = data.make_learn(self.learner)
+        learn = data.make_learn(self.learner,
+                                metrics_lib.action_names(self.setup.action_space.space))
         batches = open_batches()
         start = time.time()
         try:
@@ -233,17 +222,26 @@ class LearnerRun:
         self._batches = None
         threading.Thread(target=stream.clear, name='close_data', daemon=True).start()
 
-    def finish(self, stats: EpisodeStats) -> Dict[str, Any]:
-        """Checkpoints, evaluates, exports; returns the summary (also summary.json)."""
+    def finish(self, stats: EpisodeStats, interrupted: bool = False) -> Dict[str, Any]:
+        """Checkpoints, evaluates, exports; returns the summary (also summary.json).
+
+        `interrupted` (Ctrl-C): no evaluation, so the run ends within seconds
+        (`eval_*` are null, `eval_episodes` 0); the summary says `interrupted`.
+        """
         options, setup = self.setup.options, self.setup
         self.save()
-        logging.info('learner step %d, env step %d: checkpointed; evaluating %d episodes',
-                     self.learner_steps, self.total_env_steps(), options.eval_episodes)
-        eval_mean, eval_std, _ = evaluation.evaluate(
-            self.core, setup.action_space, options.env, options.eval_episodes,
-            seed=options.seed + 10_000, reward_weights=setup.agent.reward_weights(setup.config))
+        eval_mean = eval_std = None
+        eval_episodes = 0 if interrupted else options.eval_episodes
+        if eval_episodes:
+            logging.info('learner step %d, env step %d: checkpointed; evaluating %d episodes%s',
+                         self.learner_steps, self.total_env_steps(), eval_episodes,
+                         f' (epsilon {options.eval_epsilon})' if options.eval_epsilon else '')
+            eval_mean, eval_std, _ = evaluation.evaluate(
+                self.core, setup.action_space, options.env, eval_episodes,
+                seed=options.seed + 10_000, epsilon=options.eval_epsilon,
+                reward_weights=setup.agent.reward_weights(setup.config))
+            logging.info('evaluation: %.1f +- %.1f; exporting the policy', eval_mean, eval_std)
         mean_return, _, _ = stats.recent(TARGET_WINDOW)
-        logging.info('evaluation: %.1f +- %.1f; exporting the policy', eval_mean, eval_std)
         saved_model = export.export_run_policy(self.core, setup.action_space,
                                                setup.observation_space, options.env,
                                                options.logdir)
@@ -260,11 +258,18 @@ class LearnerRun:
             'reached_target': self.reached_target,
             'eval_return_mean': eval_mean,
             'eval_return_std': eval_std,
-            'eval_episodes': options.eval_episodes,
+            'eval_episodes': eval_episodes,
+            'eval_epsilon': options.eval_epsilon,
             'saved_model': saved_model,
+            'interrupted': interrupted,
             'seed': options.seed,
             'config': dataclasses.asdict(setup.config),
         }
-        with open(os.path.join(options.logdir, 'summary.json'), 'w') as f:
+        path = os.path.join(options.logdir, 'summary.json')
+        with open(path, 'w') as f:
             json.dump(summary, f, indent=2)
+        if interrupted:
+            logging.info('interrupted at learner step %d, env step %d: checkpoint %s, '
+                         'policy %s, summary %s', self.learner_steps, self.total_env_steps(),
+                         self.manager.latest_checkpoint, saved_model, path)
         return summary

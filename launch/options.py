@@ -3,7 +3,7 @@
 import dataclasses
 from typing import Optional
 
-from agents.configs import require
+from agents.configs import require, require_fraction
 
 
 @dataclasses.dataclass(frozen=True)
@@ -15,6 +15,7 @@ class RunOptions:
     seed: int = 0
     logdir: str = '/tmp/agents_run'
     eval_episodes: int = 20  # greedy evaluation episodes at the end
+    eval_epsilon: float = 0.0  # evaluation samples from the policy with this probability
     target_return: Optional[float] = None  # stop early when the last 20 episodes average this
     log_interval_s: float = 5.0  # seconds between progress lines
     checkpoint_interval_s: float = 60.0  # seconds between learner checkpoints
@@ -28,4 +29,5 @@ class RunOptions:
         for name in ('log_interval_s', 'checkpoint_interval_s', 'summary_interval_s'):
             value = getattr(self, name)
             require(value > 0, f'{name} must be positive (seconds), got {value}')
+        require_fraction(self, 'eval_epsilon')
         require(bool(self.logdir), '--logdir must name a directory')

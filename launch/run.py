@@ -1,7 +1,8 @@
 """Trains an agent: `python launch/run.py --agent=clear [--env=CartPole-v1] ...`.
 
 Every field of the agent's config is also a flag (see `--helpfull`). Bad
-input ends with one line on stderr and exit status 1.
+input ends with one line on stderr and exit status 1. Ctrl-C checkpoints,
+exports and exits with status 130 (`launch/inprocess.py`).
 """
 
 import os
@@ -16,6 +17,7 @@ from absl import app, flags, logging  # noqa: E402
 
 from agents import registry  # noqa: E402
 from launch import config_flags, environments, inprocess, launcher, rundir, roles  # noqa: E402
+from launch import setup as setup_lib  # noqa: E402
 from launch.options import RunOptions  # noqa: E402
 from replay import connection  # noqa: E402
 
@@ -42,6 +44,9 @@ flags.DEFINE_integer('seed', _DEFAULTS.seed, 'random seed (environments, samplin
 flags.DEFINE_string('logdir', _DEFAULTS.logdir, 'TensorBoard logs, checkpoints, summary.json')
 flags.DEFINE_integer('eval_episodes', None,
                      f'greedy evaluation episodes at the end {_default_help("eval_episodes")}')
+flags.DEFINE_float('eval_epsilon', _DEFAULTS.eval_epsilon,
+                   'epsilon-greedy evaluation (ALF): each step of each evaluation episode '
+                   'samples from the policy with this probability, in [0, 1]')
 flags.DEFINE_float('target_return', _DEFAULTS.target_return,
                    'stop early once the last 20 training episodes average this return')
 flags.DEFINE_float('log_interval_s', _DEFAULTS.log_interval_s, 'seconds between progress lines')
@@ -84,10 +89,10 @@ def resolve() -> Tuple[RunOptions, Any]:
     per_agent = {name: getattr(FLAGS, name) for name in ('num_envs', 'num_steps', 'eval_episodes')}
     options = RunOptions(
         agent=FLAGS.agent, env=FLAGS.env, seed=FLAGS.seed, logdir=FLAGS.logdir,
-        target_return=FLAGS.target_return, log_interval_s=FLAGS.log_interval_s,
-        checkpoint_interval_s=FLAGS.checkpoint_interval_s,
+        eval_epsilon=FLAGS.eval_epsilon, target_return=FLAGS.target_return,
+        log_interval_s=FLAGS.log_interval_s, checkpoint_interval_s=FLAGS.checkpoint_interval_s,
         **{**agent.run_defaults, **{k: v for k, v in per_agent.items() if v is not None}})
-    return options, config
+    return options, setup_lib.resolve_config(options, config)
 
 
 def main(argv):
@@ -109,6 +114,15 @@ def main(argv):
             connection.ServerUnavailableError, ValueError) as e:
         print(f'error: {e}', file=sys.stderr)
         sys.exit(1)
+    except KeyboardInterrupt:
+        # Ctrl-C before training began, or a second one while saving: whatever was
+        # being written may be incomplete; the checkpoints before it stay.
+        print(f'interrupted before the run finished saving; complete checkpoints, if any, '
+              f'stay in {os.path.join(FLAGS.logdir, rundir.CHECKPOINTS)}', file=sys.stderr,
+              flush=True)
+        os._exit(130)  # not through teardown: an actor thread or a data stream may still block
+    if summary['interrupted']:
+        sys.exit(130)  # 128 + SIGINT: the shell's status for a run Ctrl-C ended
     logging.info('eval return %.1f +- %.1f over %d episodes; %d env steps in %.1f s',
                  summary['eval_return_mean'], summary['eval_return_std'],
                  summary['eval_episodes'], summary['env_steps'], summary['wall_time_s'])

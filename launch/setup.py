@@ -44,6 +44,18 @@ class RunSetup:
         return self.layout.signature
 
 
+def resolve_config(options: RunOptions, config: Any) -> Any:
+    """`config` for the run's environment: what the agent makes of its reward size
+    (SAC: unset `reward_weights` of a vector reward become the plain sum)."""
+    agent = registry.get(options.agent)
+    try:
+        return agent.for_reward_size(config, environments.declared_reward_size(options.env))
+    except environments.EnvironmentSetupError:
+        raise
+    except ValueError as e:
+        raise environments.EnvironmentSetupError(f'{options.env}: {e}') from None
+
+
 def make_envs(options: RunOptions, config: Any, num_envs: int,
               seed: int) -> gym.vector.VectorEnv:
     """The run's vector env (`options.env`), weighting vector rewards as the agent says."""

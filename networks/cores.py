@@ -3,7 +3,8 @@
 - torso: an optional `RunningNormalizer` (vector observations), then the
   `ObservationTorso` that embeds the observation nest into features `[N, F]`;
 - previous step (optional, `PreviousStep`): the previous action and reward
-  appended to the features;
+  appended to the features, the reward optionally scaled and clipped as the
+  learner sees it (`reward_transform`);
 - memory (optional, `LSTMMemory`): an LSTM; without it the core is
   feed-forward with the same interface, and its state is an empty tuple;
 - heads, all reading the memory's output (`AgentOutput.features`): the policy
@@ -18,6 +19,7 @@ action and reward, wherever `first` is true, so an episode may start anywhere
 inside a sequence.
 """
 
+import math
 from typing import Any, NamedTuple, Optional, Sequence, Tuple
 
 import gymnasium as gym
@@ -54,6 +56,45 @@ def _split(x: tf.Tensor, t_b: tf.Tensor) -> tf.Tensor:
     return tf.reshape(x, tf.concat([t_b, tf.shape(x)[1:]], 0))
 
 
+# --- the previous reward's transform ------------------------------------------------
+#
+# The same formula as `agents.returns.transform_rewards` (networks may not import
+# agents: tests/test_structure.py); tests/networks/test_cores.py checks they agree.
+
+REWARD_CLIPPINGS = ('abs_one', 'soft_asymmetric', 'none')
+RewardTransform = Tuple[float, str]  # (scaling, clipping mode)
+
+
+def check_reward_transform(reward_transform: Optional[RewardTransform]) -> None:
+    """Raises ValueError unless `reward_transform` is None or (finite scaling, a mode
+    of `REWARD_CLIPPINGS`)."""
+    if reward_transform is None:
+        return
+    try:
+        scaling, mode = reward_transform
+        finite = math.isfinite(float(scaling))
+    except (TypeError, ValueError):
+        raise ValueError(f'reward_transform must be None or (scaling, clipping mode), got '
+                         f'{reward_transform!r}') from None
+    if not finite or mode not in REWARD_CLIPPINGS:
+        raise ValueError(f'reward_transform must be (finite scaling, one of '
+                         f'{REWARD_CLIPPINGS}), got {reward_transform!r}')
+
+
+def transform_reward(r: tf.Tensor, scaling: float, mode: str) -> tf.Tensor:
+    """`r * scaling`, then clipped: 'abs_one' to [-1, 1]; 'soft_asymmetric' IMPALA's
+    `5 tanh(x / 5)`, times 0.3 below zero; 'none' unchanged. Any shape."""
+    x = r * scaling
+    if mode == 'abs_one':
+        return tf.clip_by_value(x, -1.0, 1.0)
+    if mode == 'soft_asymmetric':
+        squeezed = tf.tanh(x / 5.0)
+        return tf.where(x < 0, 0.3 * squeezed, squeezed) * 5.0
+    if mode == 'none':
+        return x
+    raise ValueError(f'unknown reward clipping {mode!r}; choose one of {REWARD_CLIPPINGS}')
+
+
 # --- the parts ----------------------------------------------------------------
 #
 # Each part subclasses the Sonnet module that holds its variables (not a
@@ -63,11 +104,19 @@ class PreviousStep(snt.Module):
     """Appends the previous action and reward to the features (no variables).
 
     Both are zeroed where `first` is true: they belong to the previous episode.
+    `reward_transform` (scaling, clipping mode) feeds the reward as the learner
+    sees it (`transform_reward`), as the A3C meta-RL and IMPALA seeds do; None: raw.
     """
 
-    def __init__(self, action_space: ActionSpace, name: str = 'previous_step'):
+    def __init__(self, action_space: ActionSpace,
+                 reward_transform: Optional[RewardTransform] = None,
+                 name: str = 'previous_step'):
         super().__init__(name=name)
+        check_reward_transform(reward_transform)
         self.action_space = action_space
+        self.reward_transform: Optional[RewardTransform] = (
+            None if reward_transform is None
+            else (float(reward_transform[0]), str(reward_transform[1])))
 
     def __call__(self, features: tf.Tensor, prev_action: Tuple[tf.Tensor, ...],
                  prev_reward: tf.Tensor, first: tf.Tensor) -> tf.Tensor:
@@ -75,7 +124,10 @@ class PreviousStep(snt.Module):
         first `[N]` -> `[N, F + encoding_size + 1]`."""
         keep = 1.0 - tf.cast(first, tf.float32)[:, None]
         prev_action = self.action_space.encode(prev_action) * keep
-        prev_reward = tf.cast(prev_reward, tf.float32)[:, None] * keep
+        prev_reward = tf.cast(prev_reward, tf.float32)
+        if self.reward_transform is not None:
+            prev_reward = transform_reward(prev_reward, *self.reward_transform)
+        prev_reward = prev_reward[:, None] * keep
         return tf.concat([features, prev_action, prev_reward], -1)
 
 
@@ -181,6 +233,7 @@ class ActorCriticCore(snt.RNNCore):
                  condition_on_previous: bool = True,
                  baseline: bool = True,
                  normalize_observations: bool = False,
+                 reward_transform: Optional[RewardTransform] = None,
                  name: Optional[str] = None):
         """`num_q_values > 0` adds a Q head (one value per discrete action, ACER);
         `advantage_hidden_sizes` adds an A(x, a) MLP (ACER's SDN, continuous);
@@ -189,7 +242,10 @@ class ActorCriticCore(snt.RNNCore):
         drops the value head (SAC's actor: its critics live in the learner), and
         `AgentOutput.baseline` is then zeros; `normalize_observations` standardises
         a vector observation with running statistics (`networks.normalizer`) that
-        the learner updates."""
+        the learner updates; `reward_transform` (scaling, clipping mode: one of
+        `REWARD_CLIPPINGS`) scales and clips the previous reward before the core sees
+        it, as `agents.returns.transform_rewards` does for the learner (None: raw;
+        ignored with `condition_on_previous=False`)."""
         super().__init__(name=name)
         self._action_space = action_space
         self.observation_space = observation_space
@@ -207,7 +263,9 @@ class ActorCriticCore(snt.RNNCore):
                                                  name='observation_normalizer')
         self._torso = ObservationTorso(observation_space, torso, hidden_sizes)
         # Conditioning on the previous step.
-        self._previous_step = PreviousStep(action_space) if condition_on_previous else None
+        check_reward_transform(reward_transform)  # also when unused: a bad value is a bug
+        self._previous_step = (PreviousStep(action_space, reward_transform)
+                               if condition_on_previous else None)
         # Memory.
         self._lstm = LSTMMemory(lstm_size) if lstm_size > 0 else None
         # Heads.

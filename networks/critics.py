@@ -1,11 +1,12 @@
 """An ensemble of Q networks evaluated as one: SAC's twin (or more) critics.
 
 The replicas share the observation encoder (flatten / one-hot for vector
-observations, the CNN for images, as in DrQ) and each has its own MLP. The
-MLPs are stored stacked (`[R, in, out]` per layer) and run as batched
-matmuls, so R critics cost about one call's overhead instead of R; on this
-library's small CPU machines that overhead, not the arithmetic, bounds the
-learner's updates per second.
+observations, the CNN for images, as in DrQ; for a Tuple / Dict, one image
+torso per image member beside the flattened vector members: `ObservationTorso`)
+and each has its own MLP. The MLPs are stored stacked (`[R, in, out]` per
+layer) and run as batched matmuls, so R critics cost about one call's
+overhead instead of R; on this library's small CPU machines that overhead,
+not the arithmetic, bounds the learner's updates per second.
 
 Inputs are the observation and the continuous part of the action (`[N, d]`,
 `d = 0` for purely discrete actions); the output is `[R, N, num_outputs]`:

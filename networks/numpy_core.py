@@ -10,12 +10,20 @@ The Sonnet core stays the definition. `NumpyCore` walks its parts
 type (a subclass may behave differently, so it is refused too), and one per
 action leaf class; a part or leaf class without a mirror raises a ValueError
 naming it, so the mirror never silently diverges from the core, and such
-cores act through the TF path. Mirrored: the running normalizer, an mlp torso
-over one Box observation, the previous step, the LSTM memory, the policy head
-(Categorical, Gaussian and TanhGaussian leaves) and the baseline head. The
-mirror reads the core's variables again on `refresh()` (after every weight
-fetch); `tests/networks/test_numpy_core.py` checks that both give the same
-outputs.
+cores act through the TF path. Mirrored: the running normalizer; the torso:
+an mlp over one observation, or a Tuple/Dict (or Discrete) observation's
+members, its vectors flattened (Discrete one-hot) into an mlp and each image
+through its own `nature_cnn` or `simple` torso (`torsos.ConvTorso`; not
+`impala_resnet`); the previous step with its reward transform (read from
+the part); the LSTM memory; the policy head (Categorical, Gaussian and
+TanhGaussian leaves) and the baseline head. The mirror reads the core's
+variables again on `refresh()` (after every weight fetch);
+`tests/networks/test_numpy_core.py` checks that both give the same outputs.
+
+Image torsos are mirrored for TF-free acting and checks, but `supports()` is
+False for them, so actors keep the TF path there: a numpy convolution
+(im2col + matmul) is not faster than TF's. Measured here (2 cores), Nature CNN
+on 16 84x84x4 images: TF 8-10 ms per call, this mirror 15-25 ms.
 """
 
 import math
@@ -25,10 +33,12 @@ import gymnasium as gym
 import numpy as np
 import sonnet as snt
 import tensorflow as tf
+from numpy.lib.stride_tricks import sliding_window_view
 
+from networks import torsos
 from networks.cores import (
-    ActorCriticCore, AdvantageHead, BaselineHead, CoreParts, LSTMMemory, PolicyHead,
-    PreviousStep, QHead)
+    REWARD_CLIPPINGS, ActorCriticCore, AdvantageHead, BaselineHead, CoreParts, LSTMMemory,
+    PolicyHead, PreviousStep, QHead)
 from networks.distributions import (
     LOG_STD_MAX, LOG_STD_MIN, ActionSpace, Categorical, Gaussian, Leaf, TanhGaussian)
 from networks.normalizer import RunningNormalizer
@@ -136,32 +146,150 @@ class _NormalizerMirror:
         return np.clip(z, -clip, clip).astype(np.float32)
 
 
-class _TorsoMirror:
-    def __init__(self, part: ObservationTorso):
-        if part.kind != 'mlp':
-            raise ValueError(f'NumpyCore has no mirror of a {part.kind} torso; it mirrors '
-                             'an mlp torso over one Box observation')
-        if not isinstance(part.space, gym.spaces.Box):
-            raise ValueError(f'NumpyCore has no mirror of a torso over a '
-                             f'{type(part.space).__name__} observation space; it mirrors '
-                             'an mlp torso over one Box observation')
-        if part.net.activation is not tf.nn.relu:
-            raise ValueError(f'NumpyCore has no mirror of an mlp torso with activation '
-                             f'{part.net.activation!r}; it mirrors ReLU')
-        self._part = part
+# Activations by identity: a torso module with another one is refused.
+_ACTIVATIONS = {
+    tf.nn.relu: lambda x: np.maximum(x, 0.0),
+    torsos.leaky_relu: lambda x: np.where(x < 0, np.float32(0.01) * x, x),
+}
+
+
+def _activation(net: snt.Module, what: str):
+    activation = _ACTIVATIONS.get(net.activation)
+    if activation is None:
+        raise ValueError(f'NumpyCore has no mirror of {what} with activation '
+                         f'{net.activation!r}; it mirrors ReLU and torsos.leaky_relu')
+    return activation
+
+
+class _MLPMirror:
+    """`torsos.MLP`: `[B, D]` float32 (already flat) -> `[B, F]`."""
+
+    def __init__(self, net: torsos.MLP):
+        self._net = net
+        self._activation = _activation(net, 'an mlp torso')
 
     def refresh(self) -> None:
-        self._layers = [(layer.w.numpy(), layer.b.numpy()) for layer in self._part.net.layers]
+        self._layers = [(layer.w.numpy(), layer.b.numpy()) for layer in self._net.layers]
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        """`[B, D]` float32 (the flattened observation) -> features `[B, F]`."""
         for w, b in self._layers:
-            x = np.maximum(x @ w + b, 0.0)
+            x = self._activation(x @ w + b)
         return x
+
+
+def _conv_valid(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int) -> np.ndarray:
+    """A VALID 2-D convolution as `tf.nn.conv2d` computes it: x `[B, H, W, C]`, w
+    `[k, k, C, O]` -> `[B, (H - k) // stride + 1, (W - k) // stride + 1, O]`, by one
+    matmul over the image patches (im2col)."""
+    k, _, c, o = w.shape
+    patches = sliding_window_view(x, (k, k), axis=(1, 2))[:, ::stride, ::stride]
+    n, h, wd = patches.shape[:3]  # patches: [B, H', W', C, k, k]
+    cols = patches.reshape(n * h * wd, c * k * k)
+    return (cols @ w.transpose(2, 0, 1, 3).reshape(c * k * k, o) + b).reshape(n, h, wd, o)
+
+
+class _ConvMirror:
+    """`torsos.ConvTorso` (`NatureCNN`, `SimpleVisualEncoder`): `[B, H, W, C]` -> `[B, F]`."""
+
+    def __init__(self, net: torsos.ConvTorso):
+        self._net = net
+        self._activation = _activation(net, f'a {type(net).__name__} torso')
+
+    def refresh(self) -> None:
+        self._convs = [(conv.w.numpy(), conv.b.numpy(), stride)
+                       for conv, (_, _, stride) in zip(self._net.convs, self._net.conv_layers)]
+        self._linear = (self._net.linear.w.numpy(), self._net.linear.b.numpy())
+
+    def __call__(self, images: np.ndarray) -> np.ndarray:
+        # As `torsos._image_to_float`: uint8 scaled to [0, 1], float used as it is.
+        x = images.astype(np.float32)
+        if images.dtype == np.uint8:
+            x /= np.float32(255.0)
+        for w, b, stride in self._convs:
+            x = self._activation(_conv_valid(x, w, b, stride))
+        w, b = self._linear
+        return self._activation(x.reshape(x.shape[0], -1) @ w + b)
+
+
+# Exact types: a subclass may compute something else.
+_NET_MIRRORS = {torsos.MLP: _MLPMirror, torsos.NatureCNN: _ConvMirror,
+                torsos.SimpleVisualEncoder: _ConvMirror}
+
+
+def _net_mirror(net: snt.Module, kind: str):
+    mirror = _NET_MIRRORS.get(type(net))
+    if mirror is None:
+        raise ValueError(f'NumpyCore has no mirror of a {kind} torso '
+                         f'({type(net).__name__}); it mirrors mlp, nature_cnn and simple')
+    return mirror(net)
+
+
+class _TorsoMirror:
+    """`ObservationTorso`: the observation nest (numpy, `observation_spec` dtypes,
+    `[B, ...]` leaves) -> features `[B, F]`."""
+
+    def __init__(self, part: ObservationTorso):
+        # Structure is fixed at construction: read once (a Sonnet property costs a name
+        # scope per access, too much for every step).
+        self._nested = part.nested
+        self.has_images = bool(part.image_nets) or part.kind in torsos.IMAGE_KINDS
+        if not self._nested:  # one observation: its torso on the (flattened) value
+            self._net = _net_mirror(part.net, part.kind)
+            self._images: List[Tuple[int, Any]] = []
+            self._flatten = part.kind == 'mlp'
+            return
+        self._images = [(i, _net_mirror(net, part.kind)) for i, net in part.image_nets]
+        self._net = None if part.net is None else _net_mirror(part.net, 'mlp')
+        image_leaves = {i for i, _ in self._images}
+        # Per vector member: its index and, for a Discrete, (start, one-hot table).
+        self._vectors = [
+            (i, (int(s.start), np.eye(int(s.n), dtype=np.float32))
+             if isinstance(s, gym.spaces.Discrete) else None)
+            for i, s in enumerate(part.leaf_spaces) if i not in image_leaves]
+
+    def refresh(self) -> None:
+        for _, mirror in self._images:
+            mirror.refresh()
+        if self._net is not None:
+            self._net.refresh()
+
+    def __call__(self, observation: Any) -> np.ndarray:
+        if not self._nested:
+            if self._flatten:  # as `torsos.MLP`: flattened, float32
+                observation = np.asarray(observation).reshape(len(observation), -1)
+                observation = observation.astype(np.float32, copy=False)
+            return self._net(observation)
+        values = tf.nest.flatten(observation)  # the order of `leaf_spaces`
+        features = [mirror(values[i]) for i, mirror in self._images]
+        if self._net is not None:
+            parts = []
+            for i, one_hot in self._vectors:
+                value = np.asarray(values[i])
+                if one_hot is None:
+                    parts.append(value.reshape(len(value), -1).astype(np.float32, copy=False))
+                else:
+                    start, table = one_hot
+                    parts.append(table[value.astype(np.int64) - start])
+            features.append(self._net(np.concatenate(parts, axis=1)))
+        return features[0] if len(features) == 1 else np.concatenate(features, axis=1)
+
+
+def _transform_reward(r: np.ndarray, scaling: float, mode: str) -> np.ndarray:
+    """`networks.cores.transform_reward` in numpy (float32 in, float32 out)."""
+    x = r * np.float32(scaling)
+    if mode == 'abs_one':
+        return np.clip(x, -1.0, 1.0)
+    if mode == 'soft_asymmetric':
+        squeezed = np.tanh(x / np.float32(5.0))
+        return np.where(x < 0, np.float32(0.3) * squeezed, squeezed) * np.float32(5.0)
+    if mode == 'none':
+        return x
+    raise ValueError(f'unknown reward clipping {mode!r}; choose one of {REWARD_CLIPPINGS}')
 
 
 class _PreviousStepMirror:
     def __init__(self, part: PreviousStep):
+        self._part = part
         self._leaves = _leaf_mirrors(part.action_space)
 
     def refresh(self) -> None:
@@ -171,9 +299,13 @@ class _PreviousStepMirror:
                  prev_reward: np.ndarray, first: np.ndarray) -> np.ndarray:
         """`[B, F]` -> `[B, F + encoding_size + 1]`."""
         keep = (~first).astype(np.float32)[:, None]
+        prev_reward = np.asarray(prev_reward).astype(np.float32, copy=False)
+        # Read from the part at every step: the mirror keeps no copy that could diverge.
+        if self._part.reward_transform is not None:
+            prev_reward = _transform_reward(prev_reward, *self._part.reward_transform)
         return np.concatenate(
             [x] + [m.encode(a) * keep for m, a in zip(self._leaves, prev_action)]
-            + [prev_reward.astype(np.float32)[:, None] * keep], axis=1)
+            + [prev_reward[:, None] * keep], axis=1)
 
 
 class _LSTMMirror:
@@ -300,12 +432,14 @@ class NumpyCore:
 
     @staticmethod
     def supports(core: ActorCriticCore) -> bool:
-        """True iff every part of `core` has a numpy mirror."""
+        """True iff actors should act through the mirror: every part of `core` has a
+        numpy mirror (the constructor accepts it) and the torso has no image torso
+        (mirrored, but slower than the TF path: see the module's doc)."""
         try:
-            _part_mirrors(core)
+            mirrors = _part_mirrors(core)
         except ValueError:
             return False
-        return True
+        return not mirrors['torso'].has_images
 
     def refresh(self) -> None:
         """Re-reads the core's variables (call after the weights changed)."""
@@ -317,19 +451,17 @@ class NumpyCore:
             return ()
         return self._memory.initial_state(batch_size)
 
-    def step(self, observation: np.ndarray, prev_action: Tuple[np.ndarray, ...],
+    def step(self, observation: Any, prev_action: Tuple[np.ndarray, ...],
              prev_reward: np.ndarray, first: np.ndarray, state: Any):
         """Same contract as `launch.actor.make_policy_step`'s function, numpy in and out.
 
+        `observation`: the nest of `observation_spec` (`[B, ...]` leaves).
         Returns (action per leaf, params per leaf, log_prob [B], baseline [B], new state).
         """
-        batch = observation.shape[0]
-        # The mlp torso flattens and casts the observation (the normalizer, which
-        # needs a vector observation, sees the same values).
-        x = observation.reshape(batch, -1).astype(np.float32, copy=False)
-        if self._normalizer is not None:
-            x = self._normalizer(x)
-        x = self._torso(x)
+        batch = len(first)
+        if self._normalizer is not None:  # a vector Box observation `[B, D]`
+            observation = self._normalizer(np.asarray(observation, np.float32))
+        x = self._torso(observation)
         if self._previous_step is not None:
             x = self._previous_step(x, prev_action, prev_reward, first)
         if self._memory is not None:

@@ -2,11 +2,13 @@
 
 Supported observation spaces: `Box` (vectors, or `[H, W, C]` images), `Discrete`
 (one-hot inside the network), `MultiBinary`, `MultiDiscrete`, and `Tuple` /
-`Dict` of non-image members (flattened and concatenated into one vector).
-Anything else raises `UnsupportedSpaceError` with one line naming the space.
+`Dict` of those: each image member through its own image torso, the other
+members flattened and concatenated into one vector for an MLP (see
+`ObservationTorso`). Anything else raises `UnsupportedSpaceError` with one line
+naming the space.
 """
 
-from typing import Any, Optional, Sequence
+from typing import Any, Optional, Sequence, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -56,26 +58,60 @@ def numpy_caster(space: gym.Space):
 
 
 class ObservationTorso(snt.Module):
-    """Embeds a batch of observations `[N, ...]` (any supported nest) into `[N, F]`."""
+    """Embeds a batch of observations `[N, ...]` (any supported nest) into `[N, F]`.
+
+    One observation (a `Box`, `MultiBinary` or `MultiDiscrete`): the `kind` torso
+    (`torsos.make_torso`; 'auto' picks the Nature CNN for an `[H, W, C]` image).
+
+    A `Tuple` / `Dict` (or one `Discrete`, one-hot): the members in `tf.nest.flatten`
+    order (a Dict's keys sorted) are split in two parts, as ML-Agents and SB3's
+    `CombinedExtractor` split them:
+
+    - images (rank-3 `Box` members): each through its own image torso of `kind`
+      ('auto': 'nature_cnn'), `[N, H_i, W_i, C_i]` -> `[N, F_i]`; images may differ
+      in size and channels, so encoders are not shared;
+    - vectors (every other member, and images too when `kind='mlp'`): flattened
+      (`Discrete` one-hot), concatenated, then one MLP (`hidden_sizes`) `[N, D]` ->
+      `[N, F_v]` (with `hidden_sizes=()` the flat vector itself: the critics' encoder).
+
+    Features: `concat([F_0, F_1, ..., F_v])`, the images' encodings in member order
+    first. Raises `UnsupportedSpaceError` (one line naming the member) for an image
+    kind without an image to encode or an image too small for its torso.
+    """
 
     def __init__(self, space: gym.Space, kind: str = 'auto',
                  hidden_sizes: Sequence[int] = (64, 64), name: Optional[str] = None):
         super().__init__(name=name)
         self._space = space
         self._spec = observation_spec(space)
-        if isinstance(self._spec, tf.TensorSpec) and not isinstance(space, gym.spaces.Discrete):
+        # The attribute names below are the checkpoints' object paths: `_net` is the one
+        # torso of a single observation, or the MLP of a nest (as before nests held
+        # images), and `_image_nets` only exists for nests with images.
+        self._single = (isinstance(self._spec, tf.TensorSpec)
+                        and not isinstance(space, gym.spaces.Discrete))
+        self._leaf_spaces: Tuple[gym.Space, ...] = tuple(tf.nest.flatten(_space_nest(space)))
+        self._image_leaves: Tuple[int, ...] = ()
+        if self._single:
             self._kind = torsos.resolve_kind(kind, len(self._spec.shape))
             kwargs = {'hidden_sizes': hidden_sizes} if self._kind == 'mlp' else {}
-            self._net = torsos.make_torso(self._spec.shape, self._spec.dtype, kind, **kwargs)
-        else:
-            if kind not in ('auto', 'mlp'):
-                raise ValueError(f'torso {kind!r} needs one image observation, got {space}')
-            for s in tf.nest.flatten(self._spec):
-                if len(s.shape) == 3:
-                    raise UnsupportedSpaceError(
-                        f'image observations inside a Tuple/Dict are not supported: {space}')
-            self._kind = 'mlp'
-            self._net = torsos.MLP(hidden_sizes)
+            self._net = _make_torso(self._spec, kind, '', **kwargs)
+            return
+        torsos.resolve_kind(kind, 3)  # an unknown kind fails here, whatever the members
+        if kind != 'mlp':  # 'mlp' flattens images with the vectors, as for one image
+            self._image_leaves = tuple(
+                i for i, s in enumerate(self._leaf_spaces)
+                if isinstance(s, gym.spaces.Box) and len(s.shape) == 3)
+        if kind in torsos.IMAGE_KINDS and not self._image_leaves:
+            raise UnsupportedSpaceError(
+                f'torso {kind!r} needs an image observation (a rank-3 Box), got {space}')
+        self._kind = torsos.resolve_kind(kind, 3) if self._image_leaves else 'mlp'
+        if self._image_leaves:
+            specs, paths = tf.nest.flatten(self._spec), _leaf_paths(space)
+            self._image_nets = [
+                _make_torso(specs[i], self._kind, paths[i], name=f'image_torso_{n}')
+                for n, i in enumerate(self._image_leaves)]
+        vectors = len(self._leaf_spaces) - len(self._image_leaves)
+        self._net = torsos.MLP(hidden_sizes) if vectors else None
 
     @property
     def space(self) -> gym.Space:
@@ -83,18 +119,37 @@ class ObservationTorso(snt.Module):
 
     @property
     def kind(self) -> str:
-        """The torso built: 'mlp', 'nature_cnn' or 'impala_resnet' ('auto' resolved)."""
+        """The torso built ('auto' resolved): one of `torsos.KINDS` but 'auto'. For a
+        nest, the image members' torso, or 'mlp' when every member is a vector."""
         return self._kind
 
     @property
-    def net(self) -> snt.Module:
-        """The `networks.torsos` module applied to the (flattened) observation."""
+    def nested(self) -> bool:
+        """True for a Tuple/Dict (or Discrete) space: members encoded as the class says."""
+        return not self._single
+
+    @property
+    def leaf_spaces(self) -> Tuple[gym.Space, ...]:
+        """The space of each member, in `tf.nest.flatten(observation)` order."""
+        return self._leaf_spaces
+
+    @property
+    def net(self) -> Optional[snt.Module]:
+        """The `networks.torsos` module of one observation, or a nest's MLP over its
+        flattened vector members (None when every member is an image)."""
         return self._net
 
-    def _flat_vector(self, observation: Any) -> tf.Tensor:
+    @property
+    def image_nets(self) -> Tuple[Tuple[int, snt.Module], ...]:
+        """(member index in `leaf_spaces`, image torso) per image member of a nest."""
+        if not self._image_leaves:
+            return ()
+        return tuple(zip(self._image_leaves, self._image_nets))
+
+    def _flat_vector(self, leaves: Sequence[Tuple[gym.Space, tf.Tensor]]) -> tf.Tensor:
+        """(space, `[N, ...]` value) per vector member -> `[N, D]`."""
         parts = []
-        spaces = tf.nest.flatten(_space_nest(self._space))  # same order as the values
-        for s, o in zip(spaces, tf.nest.flatten(observation)):
+        for s, o in leaves:
             if isinstance(s, gym.spaces.Discrete):
                 parts.append(tf.one_hot(tf.cast(o, tf.int32) - int(s.start), int(s.n)))
             else:
@@ -103,9 +158,34 @@ class ObservationTorso(snt.Module):
         return tf.concat(parts, -1)
 
     def __call__(self, observation: Any) -> tf.Tensor:
-        if isinstance(self._spec, tf.TensorSpec) and not isinstance(self._space, gym.spaces.Discrete):
+        """observation nest `[N, ...]` -> features `[N, F]`."""
+        if self._single:
             return self._net(observation)
-        return self._net(self._flat_vector(observation))
+        values = tf.nest.flatten(observation)  # same order as `leaf_spaces`
+        features = [net(values[i]) for i, net in self.image_nets]
+        vectors = [(s, v) for i, (s, v) in enumerate(zip(self._leaf_spaces, values))
+                   if i not in self._image_leaves]
+        if vectors:
+            features.append(self._net(self._flat_vector(vectors)))
+        return features[0] if len(features) == 1 else tf.concat(features, -1)
+
+
+def _make_torso(spec: tf.TensorSpec, kind: str, path: str, **kwargs) -> snt.Module:
+    """`torsos.make_torso` for one member; a too small image becomes one line naming it."""
+    try:
+        return torsos.make_torso(spec.shape, spec.dtype, kind, **kwargs)
+    except torsos.ImageTooSmallError as e:
+        raise UnsupportedSpaceError(f'observation{path} {tuple(spec.shape)}: {e}') from None
+
+
+def _leaf_paths(space: gym.Space, path: str = '') -> list:
+    """Each member's path ('[0]', "['image']"), in `tf.nest.flatten` order (for errors)."""
+    if isinstance(space, gym.spaces.Tuple):
+        return [p for i, s in enumerate(space.spaces) for p in _leaf_paths(s, f'{path}[{i}]')]
+    if isinstance(space, gym.spaces.Dict):
+        return [p for k in sorted(space.spaces)
+                for p in _leaf_paths(space.spaces[k], f'{path}[{k!r}]')]
+    return [path]
 
 
 def _space_nest(space: gym.Space) -> Any:

@@ -2,9 +2,12 @@
 
 All torsos accept a dynamic batch dimension and work inside `tf.function`.
 Image torsos take `[N, H, W, C]`; `uint8` images are scaled to `[0, 1]` inside the
-network, float images are used as they are.
+network, float images are used as they are. The convolution-stack torsos
+(`NatureCNN`, `SimpleVisualEncoder`: `ConvTorso`) use VALID padding, so each has
+a smallest image it accepts (`ConvTorso.min_image_size`); `make_torso` refuses a
+smaller one with `ImageTooSmallError` instead of failing inside the convolution.
 """
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, Tuple
 
 import numpy as np
 import sonnet as snt
@@ -12,8 +15,20 @@ import tensorflow as tf
 
 Activation = Callable[[tf.Tensor], tf.Tensor]
 
-_IMAGE_KINDS = ("nature_cnn", "impala_resnet")
-_KINDS = ("auto", "mlp") + _IMAGE_KINDS
+IMAGE_KINDS = ("nature_cnn", "impala_resnet", "simple")
+KINDS = ("auto", "mlp") + IMAGE_KINDS
+
+ConvLayer = Tuple[int, int, int]  # (output channels, square kernel size, stride)
+
+
+class ImageTooSmallError(ValueError):
+    """An image smaller than an image torso's convolutions need."""
+
+
+def leaky_relu(x: tf.Tensor) -> tf.Tensor:
+    """LeakyReLU with slope 0.01 for x < 0: PyTorch's default (`nn.LeakyReLU()`, which
+    ML-Agents' encoders use), not `tf.nn.leaky_relu`'s default of 0.2."""
+    return tf.nn.leaky_relu(x, alpha=0.01)
 
 
 def _image_to_float(images: tf.Tensor) -> tf.Tensor:
@@ -60,27 +75,108 @@ class MLP(snt.Module):
         return x
 
 
-class NatureCNN(snt.Module):
-    """Nature-DQN torso: `[N, H, W, C]` -> `[N, 512]`.
+class ConvTorso(snt.Module):
+    """A stack of VALID convolutions, flatten, one Linear, each followed by `activation`:
+    `[N, H, W, C]` -> `[N, output_size]`.
+
+    The base of the fixed architectures below; `networks.numpy_core` mirrors it from
+    `conv_layers`, the variables of `convs` and `linear`, and `activation`.
+    """
+
+    def __init__(self,
+                 conv_layers: Sequence[ConvLayer],
+                 output_size: int,
+                 activation: Activation = tf.nn.relu,
+                 name: Optional[str] = None):
+        super().__init__(name=name)
+        self._conv_layers = tuple(tuple(int(v) for v in layer) for layer in conv_layers)
+        self._activation = activation
+        # The attribute names are the checkpoints' object paths (`_convs`, `_linear`).
+        self._convs = [
+            snt.Conv2D(channels, kernel, stride=stride, padding="VALID", name=f"conv_{i}")
+            for i, (channels, kernel, stride) in enumerate(self._conv_layers)
+        ]
+        self._flat = snt.Flatten()
+        self._linear = snt.Linear(output_size, name="linear")
+
+    @property
+    def conv_layers(self) -> Tuple[ConvLayer, ...]:
+        """(output channels, kernel size, stride) per convolution, VALID padding."""
+        return self._conv_layers
+
+    @property
+    def convs(self) -> list:
+        return list(self._convs)
+
+    @property
+    def linear(self) -> snt.Linear:
+        return self._linear
+
+    @property
+    def activation(self) -> Activation:
+        return self._activation
+
+    @property
+    def min_image_size(self) -> int:
+        """The smallest height (and width) these convolutions leave at least one pixel of."""
+        return min_image_size(self._conv_layers)
+
+    def __call__(self, images: tf.Tensor) -> tf.Tensor:
+        check_image_size(type(self).__name__, images.shape[1:3], self._conv_layers)
+        x = _image_to_float(images)
+        for conv in self._convs:
+            x = self._activation(conv(x))
+        return self._activation(self._linear(self._flat(x)))
+
+
+class NatureCNN(ConvTorso):
+    """Nature-DQN torso: `[N, H, W, C]` (H, W >= 36) -> `[N, 512]`.
 
     Conv 32 8x8 s4, conv 64 4x4 s2, conv 64 3x3 s1 (VALID, ReLU), flatten, Linear 512, ReLU.
     """
 
-    def __init__(self, name: Optional[str] = None):
-        super().__init__(name=name)
-        self._convs = [
-            snt.Conv2D(32, 8, stride=4, padding="VALID", name="conv_0"),
-            snt.Conv2D(64, 4, stride=2, padding="VALID", name="conv_1"),
-            snt.Conv2D(64, 3, stride=1, padding="VALID", name="conv_2"),
-        ]
-        self._flat = snt.Flatten()
-        self._linear = snt.Linear(512, name="linear")
+    CONV_LAYERS: Tuple[ConvLayer, ...] = ((32, 8, 4), (64, 4, 2), (64, 3, 1))
 
-    def __call__(self, images: tf.Tensor) -> tf.Tensor:
-        x = _image_to_float(images)
-        for conv in self._convs:
-            x = tf.nn.relu(conv(x))
-        return tf.nn.relu(self._linear(self._flat(x)))
+    def __init__(self, name: Optional[str] = None):
+        super().__init__(self.CONV_LAYERS, 512, tf.nn.relu, name=name)
+
+
+class SimpleVisualEncoder(ConvTorso):
+    """ML-Agents' `simple` visual encoder: `[N, H, W, C]` (H, W >= 20) -> `[N, output_size]`.
+
+    Conv 16 8x8 s4, conv 32 4x4 s2 (VALID), flatten, Linear `output_size`, each followed
+    by LeakyReLU (slope 0.01), as `mlagents.trainers.torch_entities.encoders.
+    SimpleVisualEncoder`; `output_size` is ML-Agents' `hidden_units` (default 128).
+    ML-Agents rejects images under 20x20 (`MIN_RESOLUTION_FOR_ENCODER`), the size
+    below which the second convolution has nothing left: so does this torso. Weights
+    start as Sonnet's defaults (ML-Agents' dense layer uses a He-normal init).
+    """
+
+    CONV_LAYERS: Tuple[ConvLayer, ...] = ((16, 8, 4), (32, 4, 2))
+
+    def __init__(self, output_size: int = 128, name: Optional[str] = None):
+        super().__init__(self.CONV_LAYERS, output_size, leaky_relu, name=name)
+
+
+def min_image_size(conv_layers: Sequence[ConvLayer]) -> int:
+    """The smallest side that VALID `conv_layers` reduce to at least 1 (every side
+    reduces alike): backwards from one output pixel, `n_in = (n_out - 1) * stride + kernel`."""
+    size = 1
+    for _, kernel, stride in reversed(tuple(conv_layers)):
+        size = (size - 1) * stride + kernel
+    return size
+
+
+def check_image_size(torso: str, height_width: Sequence[Optional[int]],
+                     conv_layers: Sequence[ConvLayer]) -> None:
+    """Raises `ImageTooSmallError` naming `torso` when a known height or width is below
+    `min_image_size(conv_layers)` (unknown, None, sides are not checked)."""
+    smallest = min_image_size(conv_layers)
+    sides = tuple(height_width)
+    if any(side is not None and side < smallest for side in sides):
+        raise ImageTooSmallError(
+            f"torso {torso!r} needs images of at least {smallest}x{smallest} (its VALID "
+            f"convolutions leave nothing of a smaller one), got {sides[0]}x{sides[1]}")
 
 
 class _ResidualBlock(snt.Module):
@@ -136,27 +232,33 @@ def make_torso(observation_shape: Sequence[int],
     """Builds a torso for observations of per-step shape `observation_shape` (no batch dim).
 
     `kind='auto'` picks `NatureCNN` for rank-3 `[H, W, C]` observations and `MLP` otherwise;
-    `'mlp'`, `'nature_cnn'` and `'impala_resnet'` choose explicitly. `kwargs` go to the module.
-    `observation_dtype` is checked to be a valid dtype (scaling happens inside the module).
+    `'mlp'`, `'nature_cnn'`, `'impala_resnet'` and `'simple'` (`SimpleVisualEncoder`)
+    choose explicitly. `kwargs` go to the module. `observation_dtype` is checked to be a
+    valid dtype (scaling happens inside the module). Raises `ImageTooSmallError` when
+    the image is smaller than a `ConvTorso` kind's `min_image_size`.
     """
     tf.as_dtype(observation_dtype)  # Raises TypeError on a nonsense dtype.
     rank = len(tuple(observation_shape))
     kind = resolve_kind(kind, rank)
-    if kind in _IMAGE_KINDS and rank != 3:
+    if kind in IMAGE_KINDS and rank != 3:
         raise ValueError(f"Torso {kind!r} needs a rank-3 [H, W, C] observation, "
                          f"got shape {tuple(observation_shape)}.")
     if kind == "mlp":
         return MLP(**kwargs)
-    if kind == "nature_cnn":
-        return NatureCNN(**kwargs)
+    conv_torsos = {"nature_cnn": NatureCNN, "simple": SimpleVisualEncoder}
+    if kind in conv_torsos:
+        cls = conv_torsos[kind]
+        # Here, not at the first call: the error then names the kind the user chose.
+        check_image_size(kind, tuple(observation_shape)[:2], cls.CONV_LAYERS)
+        return cls(**kwargs)
     return ImpalaResNet(**kwargs)
 
 
 def resolve_kind(kind: str, rank: int) -> str:
     """The torso `make_torso(kind=kind)` builds for rank-`rank` observations:
     'auto' becomes 'nature_cnn' (rank 3) or 'mlp'; other kinds are checked and kept."""
-    if kind not in _KINDS:
-        raise ValueError(f"Unknown torso kind {kind!r}; expected one of {_KINDS}.")
+    if kind not in KINDS:
+        raise ValueError(f"Unknown torso kind {kind!r}; expected one of {KINDS}.")
     if kind == "auto":
         return "nature_cnn" if rank == 3 else "mlp"
     return kind

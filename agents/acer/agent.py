@@ -2,7 +2,7 @@
 
 from typing import Any, Callable, Tuple
 
-from agents import contract
+from agents import configs, contract
 from agents.acer.config import ACERConfig
 from agents.acer.learning import METRICS, ACERLearner
 from networks.cores import ActorCriticCore
@@ -18,7 +18,8 @@ class ACER(contract.Agent):
     def data_plan(self, config: ACERConfig) -> contract.DataPlan:
         # One on-policy batch from `queue`, then `replay_ratio` replayed ones once
         # replay holds `min_replay_sequences` (checked without blocking: the actors
-        # wait on the queue the on-policy batches drain).
+        # wait on the queue the on-policy batches drain). `disable_online_update`
+        # still drains the queue, but learns nothing from it.
         return contract.DataPlan(
             sequence_length=config.sequence_length,
             sequence_period=config.unroll_length,
@@ -31,7 +32,8 @@ class ACER(contract.Agent):
             replay_eviction=config.replay.replay_eviction,
             schedule=contract.ReplaySchedule(ratio=config.replay_ratio,
                                              poisson=config.replay_ratio_poisson,
-                                             start_size=config.min_replay_sequences))
+                                             start_size=config.min_replay_sequences,
+                                             learn_fresh=not config.disable_online_update))
 
     def build_core(self, observation_space: Any, action_space: ActionSpace,
                    config: ACERConfig) -> ActorCriticCore:
@@ -39,7 +41,9 @@ class ACER(contract.Agent):
             raise UnsupportedSpaceError(
                 f'acer supports one Discrete or one Box action space, got {action_space.space}')
         common = dict(torso=config.torso, hidden_sizes=config.hidden_sizes,
-                      lstm_size=config.lstm_size)
+                      lstm_size=config.lstm_size,
+                      reward_transform=configs.reward_input(
+                          config.prev_reward_input, config.reward_scaling, config.reward_clipping))
         if action_space.is_discrete:
             # Q(x, .) from a Q head; V = sum_a pi(a) Q(a), so no value head.
             return ActorCriticCore(observation_space, action_space,

@@ -3,6 +3,9 @@
 Defaults follow chainerrl's ACER where the seed has them. `batch_size` counts
 sequences of `unroll_length` learned steps; each on-policy batch is followed
 by `replay_ratio` replayed ones (the schedule is declared in `agents/acer/agent.py`).
+As in chainerrl, rewards reach the losses unchanged by default
+(`reward_clipping='none'`, `reward_scaling=1`), `use_Q_opc` changes only the
+policy's advantage, and the entropy bonus is weighted by `pi_loss_coef`.
 """
 
 import dataclasses
@@ -22,16 +25,21 @@ class ACERConfig:
     replay_ratio_poisson: bool = field(
         False, 'draw the number of replayed updates from Poisson(replay_ratio)')
     replay_start_size: int = field(10_000, 'env steps in replay before replayed updates start')
+    disable_online_update: bool = field(
+        False, 'learn from replayed batches only: on-policy batches are drained and dropped')
     replay: configs.ReplayConfig = sub_config(configs.ReplayConfig)
     # Returns.
     discounting: float = field(0.99, 'gamma')
-    reward_clipping: str = field('abs_one', "'abs_one', 'soft_asymmetric' or 'none'")
-    reward_scaling: float = field(0.1, 'rewards are multiplied by this after clipping')
-    use_Q_opc: bool = field(False, 'Q_opc targets (unit traces) instead of Retrace')
+    reward_clipping: str = field(
+        'none', "'abs_one', 'soft_asymmetric' or 'none', applied after reward_scaling")
+    reward_scaling: float = field(1.0, 'rewards are multiplied by this, then clipped')
+    use_Q_opc: bool = field(
+        False, "the policy's advantage uses Q_opc (unit traces) instead of Q_ret; the Q "
+        'loss (and the continuous V target) always regress on Retrace Q_ret')
     # Losses.
-    pi_loss_coef: float = field(1.0, 'weight of the policy loss')
+    pi_loss_coef: float = field(1.0, 'weight of the policy loss, entropy bonus included')
     Q_loss_coef: float = field(0.5, 'weight of 0.5 * (Q_ret - Q)^2')
-    beta: float = field(1e-2, 'entropy bonus')
+    beta: float = field(1e-2, 'entropy bonus (inside pi_loss_coef, outside the trust region)')
     truncation_threshold: Optional[float] = field(
         10.0, 'c of truncated importance sampling; unset disables')
     use_trust_region: bool = field(True, 'project the policy gradient (efficient trust region)')
@@ -44,7 +52,8 @@ class ACERConfig:
     # Network.
     lstm_size: int = field(64, 'LSTM units; 0 makes the core feed-forward')
     hidden_sizes: Tuple[int, ...] = field((64, 64), 'MLP torso for vector observations')
-    torso: str = field('auto', "'auto', 'mlp', 'nature_cnn' or 'impala_resnet'")
+    torso: str = field('auto', configs.TORSO_DOC)
+    prev_reward_input: str = field('transformed', configs.PREV_REWARD_DOC)
     advantage_hidden_sizes: Tuple[int, ...] = field((64,), 'MLP of A(x, a) (continuous actions)')
 
     def __post_init__(self):
@@ -53,6 +62,8 @@ class ACERConfig:
         configs.require_fraction(self, 'discounting')
         configs.require_choice('reward_clipping', self.reward_clipping, REWARD_CLIPPINGS)
         configs.require_choice('torso', self.torso, configs.TORSOS)
+        configs.require_choice('prev_reward_input', self.prev_reward_input,
+                               configs.PREV_REWARD_INPUTS)
         configs.require_sizes('hidden_sizes', self.hidden_sizes)
         configs.require_sizes('advantage_hidden_sizes', self.advantage_hidden_sizes)
         for name in ('replay_ratio', 'replay_start_size', 'reward_scaling', 'pi_loss_coef',
@@ -64,6 +75,9 @@ class ACERConfig:
                 f'unset disables truncation), got {self.truncation_threshold}')
         require(0.0 <= self.trust_region_alpha < 1.0,
                 f'trust_region_alpha must be in [0, 1) (a decay rate), got {self.trust_region_alpha}')
+        require(not self.disable_online_update or self.replay_ratio > 0,
+                'disable_online_update learns only from replayed batches, so replay_ratio '
+                f'must be > 0, got {self.replay_ratio}')
         require(self.batch_size <= self.replay.queue_size,
                 f'queue_size ({self.replay.queue_size}) must hold a batch ({self.batch_size}), '
                 'or the learner waits forever')

@@ -8,12 +8,20 @@ or replayed; the schedule is declared in `agents/acer/agent.py`):
   baseline head, Q(x, a) = V(x) + A(x, a) - mean_i A(x, u_i), u_i ~ pi;
   the trace coefficient is rho ** (1 / action_dim), and V is regressed on
   min(1, rho) (Q_ret - Q) + V;
-- Retrace (or Q_opc) targets from the behaviour policy mu stored with the data;
+- Retrace targets Q_ret from the behaviour policy mu stored with the data:
+  the Q loss (and the continuous V target) always regress on Q_ret; the
+  policy's advantage is Q_ret - V, or Q_opc - V (unit traces) with
+  `use_Q_opc`, as in chainerrl (the paper's choice for continuous actions);
 - the policy loss (truncated importance sampling + bias correction: exact
   over actions when discrete, one sampled action when continuous) is taken
   with respect to the distribution statistics (logits, or mean and log-std),
   projected by the efficient trust region against an exponential moving
   average of the network, and applied through the surrogate -sum(z . stats);
+- loss = pi_loss_coef * (surrogate - beta * entropy) + Q_loss_coef * Q loss:
+  chainerrl subtracts the entropy after the projection and weights both by
+  `pi_loss_coef`;
+- rewards are scaled, then clipped (`agents.returns.transform_rewards`;
+  the defaults leave them unchanged, as chainerrl does);
 - placeholder steps (an episode's final observation, see `replay.trajectory`)
   are masked and cut the traces.
 """
@@ -24,7 +32,7 @@ import tensorflow as tf
 
 from agents.acer import losses
 from agents.acer.config import ACERConfig
-from agents.returns import clip_rewards
+from agents.returns import transform_rewards
 from agents.learner_base import LearnerBase
 from networks.cores import ActorCriticCore, AgentOutput, CoreInputs
 from networks.distributions import ActionSpace
@@ -76,6 +84,23 @@ class ACERLearner(LearnerBase):
                                                self.config.trust_region_delta)
         return -tf.reduce_sum(tf.stop_gradient(z) * stats_t), pi_loss, kl
 
+    def _policy_target(self, q_ret_t: tf.Tensor, r_t: tf.Tensor, discount_t: tf.Tensor,
+                       q_t: tf.Tensor, v_t: tf.Tensor, bootstrap_value: tf.Tensor,
+                       mask_t: tf.Tensor) -> tf.Tensor:
+        """What the policy's advantage subtracts V from: `[T, B]`, gradient stopped.
+
+        All inputs `[T, B]` but `bootstrap_value` `[B]`, as `losses.retrace_targets`.
+
+        Q_ret itself, or with `use_Q_opc` Q_opc: Retrace with every trace 1
+        (chainerrl's `Q_opc = Q_opc - Q + V`), still cut at placeholder steps.
+        The Q loss keeps Q_ret either way.
+        """
+        if not self.config.use_Q_opc:
+            return q_ret_t
+        return losses.retrace_targets(
+            r_t, discount_t, tf.stop_gradient(q_t), tf.stop_gradient(v_t),
+            tf.stop_gradient(bootstrap_value), mask_t)
+
     def _discrete_terms(self, out: AgentOutput, average_stats_t, steps, r_t, discount_t,
                         mask_t) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
         config = self.config
@@ -91,12 +116,14 @@ class ACERLearner(LearnerBase):
         rho_all_t = tf.stop_gradient(tf.exp(log_pi_t - mu_log_t))  # [T, B, A]
         rho_t = _gather(rho_all_t, action_t)
         # A zero trace at placeholder steps: the step before bootstraps from V(final).
-        trace_t = (tf.ones_like(rho_t) if config.use_Q_opc else rho_t) * mask_t
+        trace_t = rho_t * mask_t  # min(1, rho_t) inside retrace_targets
         q_ret_t = losses.retrace_targets(
             r_t, discount_t, tf.stop_gradient(q_t), tf.stop_gradient(v_t),
             tf.stop_gradient(bootstrap_value), trace_t)
         value_loss = tf.reduce_sum(mask_t * 0.5 * tf.square(q_ret_t - q_t))
-        advantage_t = tf.stop_gradient(q_ret_t - v_t)
+        target_t = self._policy_target(q_ret_t, r_t, discount_t, q_t, v_t, bootstrap_value,
+                                       mask_t)
+        advantage_t = tf.stop_gradient(target_t - v_t)
         advantage_all_t = tf.stop_gradient(q_all_t - v_t[..., None])
 
         def pi_loss_fn(phi):
@@ -145,9 +172,6 @@ class ACERLearner(LearnerBase):
         q_ret_t = losses.retrace_targets(
             r_t, discount_t, tf.stop_gradient(q_t), tf.stop_gradient(v_t),
             tf.stop_gradient(bootstrap_value), trace_t)
-        q_opc_t = losses.retrace_targets(
-            r_t, discount_t, tf.stop_gradient(q_t), tf.stop_gradient(v_t),
-            tf.stop_gradient(bootstrap_value), mask_t)
         v_target_t = tf.stop_gradient(tf.minimum(1.0, rho_t) * (q_ret_t - q_t) + v_t)
         value_loss = tf.reduce_sum(mask_t * 0.5 * (tf.square(q_ret_t - q_t)
                                                    + tf.square(v_target_t - v_t)))
@@ -158,8 +182,11 @@ class ACERLearner(LearnerBase):
         log_mu_prime = space.log_prob((steps.behaviour_params[0][:-1],), (a_prime,))
         rho_prime = tf.stop_gradient(tf.exp(log_pi_prime - log_mu_prime))
         advantage_prime = tf.stop_gradient(advantage(a_prime) - mean_advantage)  # Q(x, a') - V
-        # The paper's continuous policy gradient uses Q_opc targets.
-        advantage_t = tf.stop_gradient(q_opc_t - v_t)
+        # The paper's continuous policy gradient uses Q_opc (`--use_Q_opc`, as the
+        # Pendulum preset sets it); chainerrl's default is Q_ret.
+        target_t = self._policy_target(q_ret_t, r_t, discount_t, q_t, v_t, bootstrap_value,
+                                       mask_t)
+        advantage_t = tf.stop_gradient(target_t - v_t)
 
         def pi_loss_fn(phi):
             loss = losses.truncated_policy_loss(space.log_prob((phi,), (action_t,)), rho_t,
@@ -184,7 +211,7 @@ class ACERLearner(LearnerBase):
         mask_t = trajectory.valid_mask(steps.first)  # [T, B]
         average_out, _ = self.average_core.unroll(inputs, batch.sequence.core_state)
         average_stats_t = tf.stop_gradient(average_out.policy_params[0][:-1])
-        r_t = clip_rewards(steps.reward[:-1], config.reward_clipping) * config.reward_scaling
+        r_t = transform_rewards(steps.reward[:-1], config.reward_scaling, config.reward_clipping)
         discount_t = steps.discount[:-1] * config.discounting * mask_t
 
         with tf.GradientTape() as tape:
@@ -193,7 +220,9 @@ class ACERLearner(LearnerBase):
             surrogate, value_loss, entropy_t, info = terms(
                 out, average_stats_t, steps, r_t, discount_t, mask_t)
             entropy = tf.reduce_sum(mask_t * entropy_t)
-            total = (config.pi_loss_coef * surrogate - config.beta * entropy
+            # As chainerrl: the entropy joins the policy loss after the trust-region
+            # projection (it is not projected) and before pi_loss_coef weights it.
+            total = (config.pi_loss_coef * (surrogate - config.beta * entropy)
                      + config.Q_loss_coef * value_loss)
             num_valid = tf.maximum(tf.reduce_sum(mask_t), 1.0)
             if config.normalize_loss_by_steps:

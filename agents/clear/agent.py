@@ -2,7 +2,7 @@
 
 from typing import Any, Callable, Tuple
 
-from agents import contract
+from agents import configs, contract
 from agents.clear.config import CLEARConfig
 from agents.clear.learning import METRICS, CLEARLearner
 from networks.cores import ActorCriticCore
@@ -33,8 +33,12 @@ class CLEAR(contract.Agent):
 
     def build_core(self, observation_space: Any, action_space: ActionSpace,
                    config: CLEARConfig) -> ActorCriticCore:
+        # The previous reward enters the core as the learner sees it (the seed).
         return ActorCriticCore(observation_space, action_space, torso=config.torso,
-                               hidden_sizes=config.hidden_sizes, lstm_size=config.lstm_size)
+                               hidden_sizes=config.hidden_sizes, lstm_size=config.lstm_size,
+                               reward_transform=configs.reward_input(
+                                   config.prev_reward_input, config.reward_scaling,
+                                   config.reward_clipping))
 
     def build_learner(self, make_core: Callable[[], ActorCriticCore], action_space: ActionSpace,
                       config: CLEARConfig) -> CLEARLearner:

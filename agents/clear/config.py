@@ -24,8 +24,9 @@ class CLEARConfig:
     replay: configs.ReplayConfig = sub_config(configs.ReplayConfig)
     # Returns.
     discounting: float = field(0.99, 'gamma')
-    reward_clipping: str = field('abs_one', "'abs_one', 'soft_asymmetric' or 'none'")
-    reward_scaling: float = field(0.1, 'rewards are multiplied by this after clipping')
+    reward_scaling: float = field(1.0, 'rewards are multiplied by this, then clipped (the seed)')
+    reward_clipping: str = field(
+        'abs_one', "clip the scaled reward: 'abs_one', 'soft_asymmetric' or 'none'")
     # Loss weights.
     baseline_cost: float = field(0.5, 'weight of 0.5 * (vs - V)^2')
     entropy_cost: float = field(0.01, 'weight of the entropy bonus')
@@ -37,13 +38,16 @@ class CLEARConfig:
     # Network.
     lstm_size: int = field(64, 'LSTM units; 0 makes the core feed-forward')
     hidden_sizes: Tuple[int, ...] = field((64, 64), 'MLP torso for vector observations')
-    torso: str = field('auto', "'auto', 'mlp', 'nature_cnn' or 'impala_resnet'")
+    torso: str = field('auto', configs.TORSO_DOC)
+    prev_reward_input: str = field('transformed', configs.PREV_REWARD_DOC)
 
     def __post_init__(self):
         configs.require_positive(self, 'batch_size', 'unroll_length', 'min_replay_size')
         configs.require_fraction(self, 'replay_fraction', 'discounting')
         configs.require_choice('reward_clipping', self.reward_clipping, REWARD_CLIPPINGS)
         configs.require_choice('torso', self.torso, configs.TORSOS)
+        configs.require_choice('prev_reward_input', self.prev_reward_input,
+                               configs.PREV_REWARD_INPUTS)
         configs.require_sizes('hidden_sizes', self.hidden_sizes)
         for name in ('reward_scaling', 'baseline_cost', 'entropy_cost', 'policy_cloning_cost',
                      'value_cloning_cost', 'lstm_size'):

@@ -53,8 +53,8 @@ class CLEARLearner(LearnerBase):
             bootstrap_value = outputs.baseline[-1]  # [B]
             log_pi_t = self._action_space.log_prob(params_t, action_t)  # [T, B]
 
-            r_t = returns.clip_rewards(steps.reward[:-1], config.reward_clipping)
-            r_t = r_t * config.reward_scaling
+            r_t = returns.transform_rewards(steps.reward[:-1], config.reward_scaling,
+                                            config.reward_clipping)
             discount_t = steps.discount[:-1] * config.discounting
             # At placeholder steps, r = V and discount = 0 make vs = V and A = 0.
             r_t = tf.where(mask_t > 0, r_t, tf.stop_gradient(v_t))

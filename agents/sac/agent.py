@@ -2,7 +2,7 @@
 
 from typing import Any, Callable, Optional, Tuple
 
-from agents import contract
+from agents import configs, contract
 from agents.sac.config import SACConfig
 from agents.sac.learning import SACLearner, metric_names
 from networks.cores import ActorCriticCore
@@ -47,7 +47,9 @@ class SAC(contract.Agent):
         return ActorCriticCore(observation_space, action_space, torso=config.torso,
                                hidden_sizes=config.hidden_sizes, lstm_size=config.lstm_size,
                                condition_on_previous=config.lstm_size > 0, baseline=False,
-                               normalize_observations=config.normalize)
+                               normalize_observations=config.normalize,
+                               reward_transform=configs.reward_input(config.prev_reward_input,
+                                                                     config.reward_scaling))
 
     def build_learner(self, make_core: Callable[[], ActorCriticCore], action_space: ActionSpace,
                       config: SACConfig) -> SACLearner:
@@ -58,3 +60,11 @@ class SAC(contract.Agent):
 
     def reward_weights(self, config: SACConfig) -> Optional[Tuple[float, ...]]:
         return config.reward_weights
+
+    def for_reward_size(self, config: SACConfig, reward_size: int) -> SACConfig:
+        # As ALF: a vector reward with no weights is learned per component and
+        # acted on by the plain sum. Weights of the wrong length are refused when
+        # the environment is made (launch.environments).
+        if reward_size and config.reward_weights is None:
+            return configs.replace(config, reward_weights=(1.0,) * reward_size)
+        return config

@@ -42,7 +42,10 @@ class SACConfig:
     # Returns.
     discounting: float = field(0.99, 'gamma')
     reward_scaling: float = field(1.0, 'rewards are multiplied by this')
-    use_entropy_reward: bool = field(True, 'add -alpha log pi of the next step to the TD target')
+    use_entropy_reward: bool = field(
+        True, 'add -alpha log pi of the next observation to the reward of every step of a target')
+    normalize_entropy_reward: bool = field(
+        False, "ALF's: subtract a running (adaptive) mean of log pi from the entropy reward")
     reward_weights: Optional[Tuple[float, ...]] = field(
         None, 'k floats: learn k reward components, act on their weighted sum')
     # Critics.
@@ -59,7 +62,8 @@ class SACConfig:
     unroll_length: int = field(1, 'transitions learned per stored sequence (recurrent: e.g. 8)')
     memory_learns_from_critics: bool = field(
         True, "recurrent: the critics' TD loss also trains the actor's LSTM and torso")
-    torso: str = field('auto', "'auto', 'mlp', 'nature_cnn' or 'impala_resnet'")
+    torso: str = field('auto', configs.TORSO_DOC)
+    prev_reward_input: str = field('transformed', configs.PREV_REWARD_DOC)
     dqda_clipping: Optional[float] = field(
         None, 'clip each element of dQ/da in the actor loss; unset: off')
     normalize: bool = field(
@@ -89,6 +93,8 @@ class SACConfig:
                                  'alpha_learning_rate')
         configs.require_fraction(self, 'discounting')
         configs.require_choice('torso', self.torso, configs.TORSOS)
+        configs.require_choice('prev_reward_input', self.prev_reward_input,
+                               configs.PREV_REWARD_INPUTS)
         configs.require_sizes('hidden_sizes', self.hidden_sizes)
         configs.require_sizes('critic_hidden_sizes', self.critic_hidden_sizes)
         checks = [

@@ -19,16 +19,22 @@ target critics every `target_update_period` steps. The batch is sequences of
 `burn_in + T + n_step` steps (T = `unroll_length`): the first `burn_in` only
 warm up the stored core state (no gradient, R2D2), the next T are learned
 from, each with an n-step target over the steps after it (see
-`agents.returns.n_step_targets`). Transitions that start at an episode's final
-observation (a placeholder, see `replay.trajectory`) are masked out of the
-critic loss.
+`agents.returns.n_step_targets`). As in ALF, the entropy reward (alpha times
+the policy's entropy at the next observation: -alpha log pi of a sample for
+the continuous group, the exact expectation for discrete branches) is added to
+the reward of every step of an n-step target, not only to its bootstrap value.
+Transitions that start at an episode's final observation (a placeholder, see
+`replay.trajectory`) are masked out of all three losses (critic, actor,
+temperature) and of the metrics.
 
 Vector rewards (`reward_weights`, k components, as in ALF): the critics
 output one value per component (per discrete action), each learned with its
-own TD target; targets and the actor take the minimum over replicas
-component by component, and the actor maximises the weighted sum. The
-entropy bonus enters every component's target, so with weights that sum to 1
-the weighted critic is the soft Q of the weighted reward.
+own TD target; targets and the actor take ALF's pessimistic value over
+replicas component by component, in the direction of the component's weight
+(the minimum for a positive weight, the maximum for a negative one, see
+`losses.replica_min`), and the actor maximises the weighted sum. The entropy
+bonus enters every component's target, so with weights that sum to 1 the
+weighted critic is the soft Q of the weighted reward.
 
 Recurrent SAC (`lstm_size > 0`, for partially observed tasks): the actor's
 LSTM output ("memory") is also an input of the critics, so the critics see
@@ -68,8 +74,10 @@ def temperature_groups(action_space: ActionSpace) -> List[str]:
 def metric_names(config: SACConfig, action_space: ActionSpace) -> Tuple[str, ...]:
     """The keys of `SACLearner.step`'s metrics."""
     groups = temperature_groups(action_space)
-    return (('losses/actor', 'losses/alpha', 'losses/critic_grad_norm', 'policy/q_mean',
-             'policy/target_mean')
+    return (('losses/actor', 'losses/alpha', 'losses/critic_grad_norm', 'losses/value',
+             'policy/q_mean', 'policy/target_mean', 'policy/value_estimate',
+             'policy/learning_rate', 'policy/actor_learning_rate',
+             'policy/alpha_learning_rate')
             + tuple(f'losses/critic_{r}' for r in range(config.num_critic_replicas))
             + tuple(f'policy/{kind}_{g}' for g in groups for kind in ('alpha', 'entropy')))
 
@@ -102,6 +110,13 @@ class SACLearner(LearnerBase):
         self.target_entropy = tf.constant(targets, tf.float32)
         self.log_alpha = tf.Variable(tf.fill([len(targets)], config.initial_alpha_log),
                                      name='log_alpha')
+        if config.normalize_entropy_reward:
+            # ALF's ScalarAdaptiveNormalizer(unit_std=True) of log pi, one per group:
+            # the running mean of each group's entropy and the updates it has seen.
+            self.entropy_mean = tf.Variable(tf.zeros([len(targets)]), trainable=False,
+                                            name='entropy_mean')
+            self.entropy_mean_updates = tf.Variable(0.0, trainable=False,
+                                                    name='entropy_mean_updates')
 
         self._num_outputs = sum(self._branch_sizes) if self._discrete else 1
         self._reward_weights = (tf.constant(config.reward_weights, tf.float32)
@@ -186,19 +201,52 @@ class SACLearner(LearnerBase):
         alpha_c = alphas[0] if self._continuous else None
         return alpha_c, alphas[len(alphas) - len(self._discrete):]
 
-    def _soft_value(self, q_min: tf.Tensor, log_prob: Optional[tf.Tensor], branch_log_probs,
-                    alphas: List[tf.Tensor], entropy: bool) -> tf.Tensor:
-        """V(s) `[..., N]` from min-over-replicas Q `[..., N, outputs]` at the policy's
-        continuous action (leading dims: reward components)."""
-        alpha_c, alpha_d = self._split_alphas(alphas)
+    def _replica_min(self, q: tf.Tensor) -> tf.Tensor:
+        """Critic outputs `[R, ..., outputs * k]` -> the pessimistic value over replicas
+        `[..., outputs * k]`, per component in the direction of its weight."""
+        if self._reward_weights is None:
+            return tf.reduce_min(q, 0)
+        q_min = losses.replica_min(self._per_component(q), self._reward_weights)
+        return tf.reshape(q_min, tf.shape(q)[1:])
+
+    def _expected_q(self, q_min: tf.Tensor, branch_log_probs) -> tf.Tensor:
+        """E_pi Q(s, .) `[..., N]` from replica-min Q `[..., N, outputs]` at the policy's
+        continuous action (leading dims: reward components), without entropy terms."""
         if self._discrete:
-            value = losses.discrete_soft_value(self._branches(q_min), branch_log_probs,
-                                               alpha_d, entropy)
-        else:
-            value = q_min[..., 0]
-        if self._continuous and entropy:
-            value -= alpha_c * log_prob
-        return value
+            return losses.discrete_soft_value(self._branches(q_min), branch_log_probs,
+                                              [0.0] * len(self._discrete), entropy=False)
+        return q_min[..., 0]
+
+    def _entropies(self, log_prob: Optional[tf.Tensor], branch_log_probs) -> List[tf.Tensor]:
+        """Per temperature group `[N]`: -log pi of the sampled continuous action, then
+        each branch's exact entropy."""
+        return ([-log_prob] if self._continuous else []) + [
+            -tf.reduce_sum(tf.exp(lp) * lp, -1) for lp in branch_log_probs]
+
+    def _entropy_reward(self, entropies: List[tf.Tensor], alphas: List[tf.Tensor]) -> tf.Tensor:
+        """`[N]`: the continuous group's alpha H plus the mean over branches of
+        alpha_b H_b (the branch mean of `losses.discrete_soft_value`)."""
+        alpha_c, alpha_d = self._split_alphas(alphas)
+        reward = 0.0
+        if self._discrete:
+            offset = len(entropies) - len(self._discrete)
+            reward = tf.add_n([a * h for a, h in zip(alpha_d, entropies[offset:])]) / len(
+                self._discrete)
+        if self._continuous:
+            reward += alpha_c * entropies[0]
+        return reward
+
+    def _normalize_entropies(self, entropies: List[tf.Tensor]) -> List[tf.Tensor]:
+        """ALF's `normalize_entropy_reward`: each group's entropy minus its running mean,
+        updated first with this batch's mean (speed 8: a batch's weight is 8 / (8 + u)
+        after u updates, so the first sets the mean). Keeps the entropy reward's mean
+        near 0, so an episode's length does not bias its soft return."""
+        speed = 8.0
+        batch_mean = tf.stack([tf.reduce_mean(h) for h in entropies])
+        rate = speed / (speed + self.entropy_mean_updates)
+        mean = self.entropy_mean.assign_add(rate * (batch_mean - self.entropy_mean))
+        self.entropy_mean_updates.assign_add(1.0)
+        return [h - mean[g] for g, h in enumerate(entropies)]
 
     def _q_taken(self, q: tf.Tensor, action: Tuple[tf.Tensor, ...]) -> tf.Tensor:
         """`[..., N, outputs]` -> `[..., N]` at the taken discrete actions (branch mean)."""
@@ -241,11 +289,16 @@ class SACLearner(LearnerBase):
         """TD targets `[T, B]` (`[T, B, k]` with `reward_weights`) of the `T` learned
         transitions of `[T + n, B]` steps.
 
-        V(s') = min over the target critics at the policy's action at s' (exact
-        expectation for discrete branches), minus alpha log pi when
-        `use_entropy_reward`; see `agents.returns.n_step_targets` for episode ends.
-        `next_params` / `next_memory` (`[T + n - 1, B, ...]`) are the actor's
-        outputs at steps 1.. (computed here for a feed-forward actor).
+        The bootstrap value at s' is the target critics' pessimistic value over
+        replicas (`_replica_min`) at the policy's action at s' (exact expectation
+        for discrete branches). With `use_entropy_reward`, as in ALF, step j's
+        reward gains gamma d_j alpha H(pi(.|s_{j+1})) (`_entropy_reward`) at every
+        step of the n-step sum, j = 0..T + n - 2 (`agents.returns.n_step_targets`
+        for the indices and episode ends), so the bootstrap is the soft value;
+        `normalize_entropy_reward` centres each group's entropy first (ALF's
+        adaptive normalizer, updated here). `next_params` / `next_memory`
+        (`[T + n - 1, B, ...]`) are the actor's outputs at steps 1.. (computed here
+        for a feed-forward actor).
         """
         config = self.config
         T, n = config.unroll_length, config.n_step
@@ -259,9 +312,17 @@ class SACLearner(LearnerBase):
         q = self.target_critics(self.core.normalize_observation(
             tf.nest.map_structure(_merge, observation)), action,
             None if next_memory is None else _merge(next_memory))
-        values = self._soft_value(self._components(tf.reduce_min(q, 0)), log_prob,
-                                  branch_log_probs, alphas, config.use_entropy_reward)  # [k, N']
+        values = self._expected_q(self._components(self._replica_min(q)),
+                                  branch_log_probs)  # [k, N']
         values = tf.reshape(tf.transpose(values), [T + n - 1, -1, self._reward_size])
+        entropy_rewards = None
+        if config.use_entropy_reward:
+            entropies = self._entropies(log_prob, branch_log_probs)
+            if config.normalize_entropy_reward:
+                entropies = self._normalize_entropies(entropies)
+            # [T + n - 1, B, 1]: row j is the entropy reward of step j + 1's observation.
+            entropy_rewards = tf.reshape(self._entropy_reward(entropies, alphas),
+                                         [T + n - 1, -1, 1])
         reward = steps.reward if self._reward_weights is not None else steps.reward[..., None]
 
         # The n-step window of each learned transition t, side by side on the batch
@@ -271,7 +332,8 @@ class SACLearner(LearnerBase):
             return tf.concat([x[t:t + length] for t in range(T)], axis=1)
         targets = returns.n_step_targets(
             windows(reward * config.reward_scaling, n), windows(steps.discount[..., None], n),
-            windows(steps.first[..., None], n + 1), windows(values, n), config.discounting)
+            windows(steps.first[..., None], n + 1), windows(values, n), config.discounting,
+            None if entropy_rewards is None else windows(entropy_rewards, n))
         targets = tf.reshape(targets, [T, -1, self._reward_size])
         return targets if self._reward_weights is not None else targets[..., 0]
 
@@ -290,7 +352,9 @@ class SACLearner(LearnerBase):
             core_state = tf.nest.map_structure(tf.stop_gradient, core_state)
         steps = tf.nest.map_structure(lambda x: x[K:], all_steps)  # [T + n, B]
         learned = tf.nest.map_structure(lambda x: _merge(x[:T]), steps)  # [T * B] rows
-        mask = 1.0 - tf.cast(_merge(steps.first[1:T + 1]), tf.float32)  # [T * B]
+        # [T * B]: 0 where the row's observation is an episode's final one (a placeholder).
+        mask = 1.0 - tf.cast(_merge(steps.first[1:T + 1]), tf.float32)
+        valid_rows = tf.maximum(tf.reduce_sum(mask), 1.0)
         if config.normalize:  # statistics first, as ML-Agents updates before its update
             self.core.update_normalizer(learned.observation)
         alphas = tf.exp(self.log_alpha)
@@ -314,11 +378,12 @@ class SACLearner(LearnerBase):
 
                 critic_action = action
                 if config.dqda_clipping:
-                    # Per-row dQ/da clipped at dqda_clipping (the loss is a mean over rows).
+                    # Per-row dQ/da clipped at dqda_clipping (the loss is a mean over the
+                    # valid rows, so a row's gradient carries 1 / valid_rows).
                     critic_action = losses.clip_gradient(
-                        action, config.dqda_clipping / tf.cast(tf.shape(mask)[0], tf.float32))
+                        action, config.dqda_clipping / valid_rows)
                 q_policy = self._weighted(
-                    tf.reduce_min(self.critics(critic_observation, critic_action, memory), 0))
+                    self._replica_min(self.critics(critic_observation, critic_action, memory)))
                 alpha_c, alpha_d = self._split_alphas(alpha_list)
                 actor_rows = 0.0
                 if self._discrete:
@@ -328,12 +393,12 @@ class SACLearner(LearnerBase):
                     # Mixed actions: Q already entered through the discrete expectation.
                     q_c = 0.0 if self._discrete else q_policy[:, 0]
                     actor_rows += losses.continuous_actor_loss(q_c, log_prob, alpha_c)
-                actor_loss = tf.reduce_mean(actor_rows)
+                # Placeholder rows hold a final observation the policy never acts at.
+                actor_loss = losses.masked_mean(actor_rows, mask)
 
-                entropies = ([-log_prob] if self._continuous else []) + [
-                    -tf.reduce_sum(tf.exp(lp) * lp, -1) for lp in branch_log_probs]
+                entropies = self._entropies(log_prob, branch_log_probs)
                 alpha_losses = [
-                    losses.temperature_loss(self.log_alpha[g], h, self.target_entropy[g])
+                    losses.temperature_loss(self.log_alpha[g], h, self.target_entropy[g], mask)
                     for g, h in enumerate(entropies)]
                 alpha_loss = tf.add_n(alpha_losses)
                 # One backward pass for both: the actor loss sees alpha as a constant and
@@ -372,16 +437,26 @@ class SACLearner(LearnerBase):
         losses.soft_update(self.target_critics.variables, self.critics.variables,
                            update * config.target_update_tau)
 
+        # Means over valid rows (and over replicas and reward components).
         metrics = {
             'losses/actor': actor_loss,
             'losses/alpha': alpha_loss,
             'losses/critic_grad_norm': grad_norm,
-            'policy/q_mean': tf.reduce_mean(q_taken),
-            'policy/target_mean': tf.reduce_mean(targets),
+            # ML-Agents' "Losses/Value Loss": the mean of the critics' losses.
+            'losses/value': tf.reduce_mean(critic_losses),
+            'policy/q_mean': losses.masked_mean(tf.reduce_mean(q_taken, [0, 2]), mask),
+            'policy/target_mean': losses.masked_mean(tf.reduce_mean(targets, -1), mask),
+            # ML-Agents' "Policy/Value Estimate": the soft value V(s) = E_pi[Q(s, a) -
+            # alpha log pi(a|s)] from the online critics, which is minus the actor's
+            # loss of the row (with reward components: the weighted value).
+            'policy/value_estimate': losses.masked_mean(-tf.stop_gradient(actor_rows), mask),
+            'policy/learning_rate': tf.identity(self.learning_rate),  # the critics'
+            'policy/actor_learning_rate': tf.identity(self.actor_learning_rate),
+            'policy/alpha_learning_rate': tf.identity(self.alpha_learning_rate),
         }
         for r in range(config.num_critic_replicas):
             metrics[f'losses/critic_{r}'] = critic_losses[r]
         for g, name in enumerate(temperature_groups(self._actions)):
             metrics[f'policy/alpha_{name}'] = alpha_list[g]
-            metrics[f'policy/entropy_{name}'] = tf.reduce_mean(entropies[g])
+            metrics[f'policy/entropy_{name}'] = losses.masked_mean(entropies[g], mask)
         return metrics

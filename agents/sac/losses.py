@@ -7,9 +7,30 @@ state's soft value is the mean over branches of the exact expectation over
 that branch's actions (no sampling).
 """
 
-from typing import Sequence
+from typing import Optional, Sequence
 
 import tensorflow as tf
+
+
+def masked_mean(x: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """Mean of `x` `[N]` over the rows where `mask` `[N]` is 1 (0 when none is)."""
+    return tf.reduce_sum(x * mask) / tf.maximum(tf.reduce_sum(mask), 1.0)
+
+
+def replica_min(q: tf.Tensor, reward_weights: Optional[tf.Tensor] = None) -> tf.Tensor:
+    """The pessimistic value over critic replicas, `[R, ..., k]` -> `[..., k]`.
+
+    Scalar rewards (`reward_weights` None): the minimum over replicas. Reward
+    components (ALF's rule): the minimum of sign(w_c) Q_c, times sign(w_c), per
+    component c: a component with a negative weight takes its maximum, so each
+    component is pessimistic for the weighted value the actor maximises. A weight
+    of 0 counts as positive (ALF's sign(0) = 0 would zero that component's
+    bootstrap value, leaving it to learn the immediate reward only).
+    """
+    if reward_weights is None:
+        return tf.reduce_min(q, 0)
+    sign = tf.where(reward_weights < 0, -1.0, 1.0)
+    return tf.reduce_min(q * sign, 0) * sign
 
 
 def discrete_soft_value(q_values: Sequence[tf.Tensor], log_probs: Sequence[tf.Tensor],
@@ -57,11 +78,13 @@ def discrete_actor_loss(q_values: Sequence[tf.Tensor], log_probs: Sequence[tf.Te
     return -discrete_soft_value(q_values, log_probs, alphas)
 
 
-def temperature_loss(log_alpha: tf.Tensor, entropy: tf.Tensor,
-                     target_entropy: float) -> tf.Tensor:
-    """log_alpha * (H - target), H not differentiated: alpha rises while the
-    policy's entropy is below the target and falls while above. entropy `[N]`."""
-    return log_alpha * tf.reduce_mean(tf.stop_gradient(entropy) - target_entropy)
+def temperature_loss(log_alpha: tf.Tensor, entropy: tf.Tensor, target_entropy: float,
+                     mask: Optional[tf.Tensor] = None) -> tf.Tensor:
+    """log_alpha * mean (H - target), H not differentiated: alpha rises while the
+    policy's entropy is below the target and falls while above. entropy `[N]`;
+    `mask` `[N]` (optional): the mean is over the rows where it is 1."""
+    gap = tf.stop_gradient(entropy) - target_entropy
+    return log_alpha * (tf.reduce_mean(gap) if mask is None else masked_mean(gap, mask))
 
 
 def soft_update(targets: Sequence[tf.Variable], sources: Sequence[tf.Variable],

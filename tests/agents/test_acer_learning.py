@@ -1,18 +1,24 @@
 """The ACER learner step on small hand-made batches."""
 
+import dataclasses
+
 import gymnasium as gym
 import numpy as np
 import pytest
+import reverb
 import tensorflow as tf
 
-from agents import configs
+from agents import configs, contract
+from agents.acer.agent import ACER
 from agents.acer.config import ACERConfig
 from agents.acer.learning import ACERLearner
-from networks.cores import ActorCriticCore
+from launch import data
+from networks.cores import ActorCriticCore, CoreInputs
 from networks.distributions import ActionSpace
 from networks.observations import observation_spec
-from replay import trajectory
+from replay import tables, trajectory
 from replay.dataset import Batch
+from replay.writer import SequenceWriter
 
 T, B, A = 5, 4, 3
 OBS_SPACE = gym.spaces.Box(-1, 1, (3,), np.float32)
@@ -135,3 +141,348 @@ def test_continuous_sdn_step(lstm_size):
     for name in METRICS:
         assert np.isfinite(metrics[name].numpy()), name
     assert any(not np.array_equal(b, v.numpy()) for b, v in zip(before, advantage_head))
+
+
+# --- chainerrl's ACER, ported to numpy loops ---------------------------------------
+#
+# `chainerrl/agents/acer.py` (`ACER.compute_loss`, `compute_one_step_pi_loss`,
+# `compute_policy_gradient_loss`, `compute_loss_with_kl_constraint`), one sequence
+# and one step at a time, on the network outputs the learner sees before its update.
+# The tests build batches with no episode boundary (`first` only at step 0), so every
+# step is real and the sequence bootstraps from V(x_T), as chainerrl's does.
+
+def _softmax(x):
+    e = np.exp(x - np.max(x, -1, keepdims=True))
+    return e / np.sum(e, -1, keepdims=True)
+
+
+def _reward_transform(r, scaling, clipping):
+    """The seeds' order: scale, then clip."""
+    r = r * scaling
+    if clipping == 'abs_one':
+        return min(1.0, max(-1.0, r))
+    assert clipping == 'none'
+    return r
+
+
+def _unroll(core, batch):
+    """The core's outputs on `batch`, as the learner computes them (float64 numpy)."""
+    steps = batch.sequence.steps
+    inputs = tf.nest.map_structure(
+        tf.convert_to_tensor,
+        CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first))
+    out, _ = core.unroll(inputs, batch.sequence.core_state)
+    return tf.nest.map_structure(lambda x: x.numpy().astype(np.float64), out)
+
+
+def chainerrl_discrete(logits, q, avg_logits, mu_logits, actions, rewards, config):
+    """chainerrl's `compute_loss` for a categorical policy and Q(x, .).
+
+    logits, q: `[T + 1, B, A]`; avg_logits, mu_logits: `[T, B, A]`; actions,
+    rewards: `[T, B]` (raw rewards). Returns sums over the batch of the
+    unprojected policy loss, the Q loss (without Q_loss_coef), and the total
+    loss as chainerrl's `update` differentiates it, all divided by T * B, and
+    the number of steps where the trust region was active.
+    """
+    T, B = actions.shape
+    c, delta, gamma = config.truncation_threshold, config.trust_region_delta, config.discounting
+    pi_loss_sum = q_loss_sum = total = 0.0
+    active = 0
+    for b in range(B):
+        pi_last = _softmax(logits[T, b])
+        q_ret = q_opc = float(pi_last @ q[T, b])  # R = V(x_T)
+        pi_loss = q_loss = 0.0
+        for t in reversed(range(T)):
+            a = actions[t, b]
+            r = _reward_transform(rewards[t, b], config.reward_scaling, config.reward_clipping)
+            pi = _softmax(logits[t, b])
+            mu = _softmax(mu_logits[t, b])
+            log_pi = np.log(pi)
+            v = float(pi @ q[t, b])
+            rho = pi[a] / mu[a]
+            q_ret = r + gamma * q_ret
+            q_opc = r + gamma * q_opc
+            advantage = (q_opc if config.use_Q_opc else q_ret) - v
+            # g_loss: truncated importance sampling + bias correction over all actions.
+            weight = min(c, rho)
+            correction = np.maximum(0.0, 1.0 - c * mu / pi) * pi * (q[t, b] - v)
+            g_loss = -weight * log_pi[a] * advantage - np.sum(correction * log_pi)
+            pi_loss_sum += g_loss
+            # Its gradient w.r.t. the logits (d log pi_j / d logits = onehot(j) - pi).
+            onehot = np.eye(len(pi))[a]
+            g = -weight * advantage * (onehot - pi) - (correction - pi * np.sum(correction))
+            # k: gradient of -KL(avg || pi) w.r.t. the logits.
+            avg = _softmax(avg_logits[t, b])
+            k = avg - pi
+            kk = k @ k
+            k_factor = max(0.0, (k @ g - delta) / kk) if kk > 0 else 0.0
+            active += k_factor > 0
+            z = g - k_factor * k
+            entropy = -np.sum(pi * log_pi)
+            # compute_one_step_pi_loss: projected loss, then the entropy.
+            pi_loss += np.sum(logits[t, b] * z) - config.beta * entropy
+            q_taken = q[t, b, a]
+            q_loss += (q_ret - q_taken) ** 2 / 2
+            q_ret = min(1.0, rho) * (q_ret - q_taken) + v
+            q_opc = q_opc - q_taken + v
+        q_loss_sum += q_loss
+        total += config.pi_loss_coef * pi_loss + config.Q_loss_coef * q_loss
+    n = T * B
+    return pi_loss_sum / n, q_loss_sum / n, total / n, active
+
+
+def discrete_case(seed=3, **config):
+    """A learner whose average network differs from its network (so the trust
+    region acts), a batch with rewards in [-3, 3], and chainerrl's losses on it
+    (`expected(**overrides)`: with config fields replaced)."""
+    config = dict(dict(truncation_threshold=1.5, trust_region_delta=1e-3,
+                       reward_clipping='none', reward_scaling=1.0), **config)
+    learner, core, space = make_learner(**config)
+    rng = np.random.default_rng(seed)
+    for v in learner.average_core.variables:
+        if 'policy_head' in v.name:
+            v.assign(v + rng.normal(scale=0.5, size=v.shape).astype(np.float32))
+    batch = make_batch(core, space, seed=seed)
+    steps = batch.sequence.steps._replace(
+        reward=rng.uniform(-3, 3, (T + 1, B)).astype(np.float32))
+    batch = batch._replace(sequence=batch.sequence._replace(steps=steps))
+    out = _unroll(core, batch)
+    average = _unroll(learner.average_core, batch)
+
+    def expected(**overrides):
+        return chainerrl_discrete(
+            out.policy_params[0], out.q_values, average.policy_params[0][:-1],
+            steps.behaviour_params[0][:-1].astype(np.float64), steps.action[0][:-1],
+            steps.reward[:-1].astype(np.float64),
+            dataclasses.replace(learner.config, **overrides))
+
+    return learner, batch, expected
+
+
+@pytest.mark.parametrize('use_Q_opc', [False, True])
+def test_discrete_use_Q_opc_changes_only_the_policy_advantage(use_Q_opc):
+    """chainerrl: Q_opc replaces Q_ret in the policy's advantage only; the Q loss
+    regresses on Retrace Q_ret either way."""
+    learner, batch, expected = discrete_case(use_Q_opc=use_Q_opc)
+    pi_loss, q_loss, total, active = expected()
+    assert 0 < active < T * B  # the projection acts on some steps, not all
+    # The batch tells the two targets apart, and only in the policy loss.
+    other_pi_loss, other_q_loss, _, _ = expected(use_Q_opc=not use_Q_opc)
+    assert abs(other_pi_loss - pi_loss) > 1e-2 * abs(pi_loss)
+    np.testing.assert_allclose(other_q_loss, q_loss, rtol=1e-12)
+    metrics = learner.step(batch)
+    np.testing.assert_allclose(metrics['loss/q'].numpy(), q_loss, rtol=1e-4)
+    np.testing.assert_allclose(metrics['loss/policy'].numpy(), pi_loss, rtol=1e-4)
+    np.testing.assert_allclose(metrics['loss/total_loss'].numpy(), total, rtol=1e-4)
+
+
+def test_entropy_is_inside_pi_loss_coef():
+    """loss = pi_loss_coef * (projected policy loss - beta * entropy) + Q_loss_coef * Q loss."""
+    learner, batch, expected = discrete_case(pi_loss_coef=2.5, beta=0.3, Q_loss_coef=0.7)
+    _, q_loss, total, _ = expected()
+    # By hand: pi_loss_coef 0 leaves the Q loss only, entropy included.
+    np.testing.assert_allclose(expected(pi_loss_coef=0.0)[2], 0.7 * q_loss, rtol=1e-12)
+    metrics = learner.step(batch)
+    np.testing.assert_allclose(metrics['loss/total_loss'].numpy(), total, rtol=1e-4)
+
+
+def test_entropy_gradient_is_weighted_by_pi_loss_coef():
+    """With the policy loss and the Q loss at zero (a zero Q head and zero rewards
+    make every advantage 0, Q_loss_coef is 0), the gradient is
+    pi_loss_coef * beta * d(-entropy)/d(variables): its norm scales with pi_loss_coef."""
+    norms = []
+    for pi_loss_coef in (1.0, 2.0):
+        tf.random.set_seed(0)  # the same network for every coefficient
+        learner, core, space = make_learner(0, pi_loss_coef=pi_loss_coef, beta=0.5,
+                                            Q_loss_coef=0.0)
+        for v in core.variables:  # Q(x, .) = 0, so V = 0 and Q_ret = 0
+            if 'q_head' in v.name:
+                v.assign(tf.zeros_like(v))
+        batch = make_batch(core, space)
+        steps = batch.sequence.steps._replace(reward=np.zeros((T + 1, B), np.float32))
+        batch = batch._replace(sequence=batch.sequence._replace(steps=steps))
+        metrics = learner.step(batch)
+        np.testing.assert_allclose(metrics['loss/policy'].numpy(), 0.0, atol=1e-7)
+        norms.append(float(metrics['grad_norm'].numpy()))
+    assert norms[0] > 0.0
+    np.testing.assert_allclose(norms[1], 2.0 * norms[0], rtol=1e-5)
+
+
+def _gaussian_log_prob(stats, action):
+    """Diagonal Gaussian, stats `[..., 2 d]` = (mean, log-std), summed over d."""
+    mean, log_std = np.split(stats, 2, -1)
+    z = (action - mean) * np.exp(-log_std)
+    return np.sum(-0.5 * z * z - log_std - 0.5 * np.log(2 * np.pi), -1)
+
+
+def chainerrl_continuous_sdn(stats, v, log_mu, actions, rewards, config):
+    """chainerrl's `compute_loss` for the SDN when A(x, a) = 0 (so Q = V) and without
+    truncation (`truncation_threshold=None`: g_loss = -rho log pi(a) A, no sampled
+    bias correction). stats `[T + 1, B, 2 d]`, v `[T + 1, B]`, log_mu `[T, B]`,
+    actions `[T, B, d]`, rewards `[T, B]`. Returns the policy loss and the Q loss
+    (Q and V terms) summed and divided by T * B."""
+    T, B, d = actions.shape
+    gamma = config.discounting
+    pi_loss = q_loss = 0.0
+    for b in range(B):
+        q_ret = q_opc = v[T, b]
+        for t in reversed(range(T)):
+            r = _reward_transform(rewards[t, b], config.reward_scaling, config.reward_clipping)
+            log_pi = _gaussian_log_prob(stats[t, b], actions[t, b])
+            rho = np.exp(log_pi - log_mu[t, b])
+            q = v[t, b]  # V + A(a) - mean A(u) with A = 0
+            q_ret = r + gamma * q_ret
+            q_opc = r + gamma * q_opc
+            advantage = (q_opc if config.use_Q_opc else q_ret) - v[t, b]
+            pi_loss += -rho * log_pi * advantage
+            v_target = min(1.0, rho) * (q_ret - q) + v[t, b]
+            q_loss += (q_ret - q) ** 2 / 2 + (v_target - v[t, b]) ** 2 / 2
+            q_ret = min(1.0, rho ** (1.0 / d)) * (q_ret - q) + v[t, b]
+            q_opc = q_opc - q + v[t, b]
+    return pi_loss / (T * B), q_loss / (T * B)
+
+
+@pytest.mark.parametrize('use_Q_opc', [False, True])
+def test_continuous_use_Q_opc_changes_only_the_policy_advantage(use_Q_opc):
+    """The SDN as the discrete case: Q_ret for the Q and V losses, the policy's
+    advantage from Q_opc only with use_Q_opc (the paper's continuous setting,
+    chainerrl's option, off by default)."""
+    d = 2
+    space = ActionSpace(gym.spaces.Box(-2, 2, (d,)))
+
+    def make_core():
+        core = ActorCriticCore(OBS_SPACE, space, hidden_sizes=(8,), lstm_size=0,
+                               advantage_hidden_sizes=(8,))
+        core.create_variables()
+        return core
+
+    core = make_core()
+    # A(x, a) = 0 makes Q = V exactly, whatever actions the SDN samples.
+    for v in core.variables:
+        if 'advantage_head' in v.name:
+            v.assign(tf.zeros_like(v))
+    config = configs.from_flat(ACERConfig, dict(
+        lstm_size=0, hidden_sizes=(8,), unroll_length=T, batch_size=B,
+        truncation_threshold=None, use_Q_opc=use_Q_opc, discounting=0.9))
+    learner = ACERLearner(core, space, config, make_core)
+    rng = np.random.default_rng(7)
+    spec = trajectory.step_spec(observation_spec(OBS_SPACE), space.action_specs(),
+                                space.param_specs())
+    mean = rng.normal(scale=0.7, size=(T + 1, B, d))
+    log_std = rng.uniform(-0.5, 0.3, (T + 1, B, d))
+    params = np.concatenate([mean, log_std], -1)
+    actions = mean + np.exp(log_std) * rng.normal(size=(T + 1, B, d))
+    steps = trajectory.zeros(spec, (T + 1, B))._replace(
+        observation=rng.uniform(-1, 1, (T + 1, B, 3)).astype(np.float32),
+        action=(actions.astype(np.float32),),
+        reward=rng.uniform(-1, 1, (T + 1, B)).astype(np.float32),
+        discount=np.ones((T + 1, B), np.float32),
+        first=np.zeros((T + 1, B), bool),
+        behaviour_params=(params.astype(np.float32),),
+        behaviour_log_prob=_gaussian_log_prob(params, actions).astype(np.float32))
+    steps.first[0] = True
+    batch = Batch(trajectory.Sequence(steps, core.initial_state(B)), tf.constant([False] * B))
+    out = _unroll(core, batch)
+
+    def expected(**overrides):
+        return chainerrl_continuous_sdn(
+            out.policy_params[0], out.baseline, steps.behaviour_log_prob[:-1].astype(np.float64),
+            steps.action[0][:-1].astype(np.float64), steps.reward[:-1].astype(np.float64),
+            dataclasses.replace(config, **overrides))
+
+    pi_loss, q_loss = expected()
+    other_pi_loss, other_q_loss = expected(use_Q_opc=not use_Q_opc)
+    assert abs(other_pi_loss - pi_loss) > 1e-2 * abs(pi_loss)
+    np.testing.assert_allclose(other_q_loss, q_loss, rtol=1e-12)
+    metrics = learner.step(batch)
+    np.testing.assert_allclose(metrics['loss/q'].numpy(), q_loss, rtol=1e-4)
+    np.testing.assert_allclose(metrics['loss/policy'].numpy(), pi_loss, rtol=1e-4)
+
+
+# --- rewards ---------------------------------------------------------------------
+
+def test_rewards_default_to_unchanged():
+    """chainerrl's ACER transforms no reward."""
+    config = ACERConfig()
+    assert (config.reward_clipping, config.reward_scaling) == ('none', 1.0)
+
+
+def test_rewards_are_scaled_then_clipped():
+    """`transform_rewards`' order: clip(r * scaling). With a zero Q head (Q = V = 0)
+    and no discounting, Q_ret_t is the transformed r_t, so loss/q = mean(r'^2) / 2."""
+    learner, core, space = make_learner(0, reward_clipping='abs_one', reward_scaling=0.5,
+                                        discounting=0.0)
+    for v in core.variables:
+        if 'q_head' in v.name:
+            v.assign(tf.zeros_like(v))
+    raw = np.array([4.0, 1.5, -3.0, 0.5], np.float32)  # one reward per sequence
+    # By hand, scale then clip: 4 -> 1, 1.5 -> 0.75, -3 -> -1, 0.5 -> 0.25
+    # (clip then scale would give 0.5, 0.5, -0.5, 0.25).
+    transformed = np.array([1.0, 0.75, -1.0, 0.25])
+    batch = make_batch(core, space)
+    steps = batch.sequence.steps._replace(reward=np.tile(raw, (T + 1, 1)))
+    batch = batch._replace(sequence=batch.sequence._replace(steps=steps))
+    metrics = learner.step(batch)
+    np.testing.assert_allclose(metrics['loss/q'].numpy(), np.mean(transformed ** 2) / 2,
+                               rtol=1e-6)
+
+
+# --- disable_online_update: the learner drains the queue but learns from replay only ---
+
+def test_disable_online_update_is_in_the_data_plan():
+    agent = ACER()
+    assert agent.data_plan(ACERConfig()).schedule.learn_fresh
+    plan = agent.data_plan(ACERConfig(disable_online_update=True))
+    assert not plan.schedule.learn_fresh
+    assert plan.tables == ('queue', 'replay')  # the actors still fill the queue
+    with pytest.raises(ValueError, match='replay_ratio'):
+        ACERConfig(disable_online_update=True, replay_ratio=0)
+
+
+SCHEDULE_LENGTH, SCHEDULE_ENVS = 3, 2
+
+
+def _write_sequences(client, signature_parts, num_sequences):
+    """`num_sequences` sequences per environment into `queue` and `replay` (rewards
+    name the item: 100 b + t)."""
+    step_spec, state_spec = signature_parts
+    writer = SequenceWriter(client, step_spec, state_spec, SCHEDULE_ENVS, SCHEDULE_LENGTH,
+                            [tables.QUEUE, tables.REPLAY])
+    steps = trajectory.zeros(step_spec, (SCHEDULE_ENVS,))
+    state = tf.nest.map_structure(lambda s: np.zeros([SCHEDULE_ENVS, *s.shape], np.float32),
+                                  state_spec)
+    for t in range(1 + num_sequences * (SCHEDULE_LENGTH - 1)):
+        writer.append(steps._replace(reward=np.arange(SCHEDULE_ENVS, dtype=np.float32) * 100 + t,
+                                     first=np.full([SCHEDULE_ENVS], t == 0)), state)
+    writer.flush(timeout_ms=2000)
+    writer.close()
+
+
+@pytest.mark.parametrize('learn_fresh', [True, False])
+def test_schedule_without_online_update_drains_the_queue(reverb_server, learn_fresh):
+    """A real server: 4 on-policy batches in `queue`, 2 replayed batches after each.
+    learn_fresh=False yields the 8 replayed batches only, and still empties `queue`."""
+    step_spec = trajectory.step_spec(tf.TensorSpec([3], tf.float32),
+                                     (tf.TensorSpec([], tf.int32),),
+                                     (tf.TensorSpec([A], tf.float32),))
+    state_spec = (tf.TensorSpec([4], tf.float32),)
+    signature = trajectory.sequence_signature(step_spec, state_spec, SCHEDULE_LENGTH)
+    server = reverb_server(tables.make_tables(signature, (tf.TensorSpec([1], tf.float32),),
+                                              queue_size=100, replay_size=100))
+    address = f'localhost:{server.port}'
+    client = reverb.Client(address)
+    _write_sequences(client, (step_spec, state_spec), num_sequences=4)  # 8 items a table
+    plan = contract.DataPlan(
+        sequence_length=SCHEDULE_LENGTH, sequence_period=SCHEDULE_LENGTH - 1,
+        learned_steps=SCHEDULE_LENGTH - 1, batch_sequences=2, replay_fraction=0.0,
+        replay_size=100, queue_size=100, min_replay_size=1,
+        schedule=contract.ReplaySchedule(ratio=2, poisson=False, start_size=1,
+                                         learn_fresh=learn_fresh))
+    batches = list(data.open_batches(address, signature, plan, client, timeout_ms=500))
+    replayed = [bool(np.all(b.replayed.numpy())) for b in batches]
+    assert all(r or not np.any(b.replayed.numpy()) for r, b in zip(replayed, batches))
+    if learn_fresh:
+        assert replayed == [False, True, True] * 4
+    else:
+        assert replayed == [True] * 8
+    assert client.server_info(timeout=10)[tables.QUEUE].current_size == 0

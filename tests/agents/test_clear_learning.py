@@ -135,3 +135,33 @@ def test_steps_fit_the_baseline_to_rewards_without_discounting():
     for _ in range(30):
         last = float(learner.step(batch)['loss/baseline'].numpy())
     assert last < 0.2 * first
+
+
+@pytest.mark.parametrize('scaling, clipping', [(0.5, 'abs_one'), (1.0, 'none'), (0.1, 'soft_asymmetric')])
+def test_rewards_are_scaled_then_clipped_as_in_the_seed(scaling, clipping):
+    # With discount 0 the V-trace target is the transformed reward, so the baseline
+    # loss is 0.5 * sum (f(r) - V)^2 over valid steps with f the seed's transform:
+    # clip(scaling * r). Rewards of 3 and -4 tell the orders apart (clip-then-scale
+    # gives 0.5 and -0.5 for abs_one at 0.5; the seed gives 1 and -1).
+    learner, core, space = make_learner(0, discounting=0.0, reward_scaling=scaling,
+                                        reward_clipping=clipping)
+    batch = make_batch(core, space, num_replayed=0)
+    steps = batch.sequence.steps
+    reward = np.where(np.arange(B)[None] % 2 == 0, 3.0, -4.0) * np.ones((T + 1, B))
+    batch = Batch(trajectory.Sequence(steps._replace(reward=reward.astype(np.float32)),
+                                      batch.sequence.core_state), batch.replayed)
+    scaled = scaling * reward[:-1]
+    if clipping == 'abs_one':
+        expected_r = np.clip(scaled, -1.0, 1.0)
+    elif clipping == 'soft_asymmetric':
+        squeezed = np.tanh(scaled / 5.0)
+        expected_r = np.where(scaled < 0, 0.3 * squeezed, squeezed) * 5.0
+    else:
+        expected_r = scaled
+    out, _ = core.unroll(CoreInputs(steps.observation, steps.prev_action, steps.prev_reward,
+                                    steps.first), batch.sequence.core_state)
+    v = out.baseline.numpy()[:-1]
+    mask = trajectory.valid_mask(tf.constant(steps.first)).numpy()
+    expected = 0.5 * np.sum(mask * (expected_r - v) ** 2)
+    got = learner.step(batch)['loss/baseline'].numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-4)

@@ -11,6 +11,7 @@ defaults otherwise).
 import dataclasses
 import time
 
+import gymnasium as gym
 import numpy as np
 import pytest
 import reverb
@@ -21,6 +22,8 @@ from launch import data, export
 from launch import setup as setup_lib
 from launch.actor import EpisodeStats
 from launch.options import RunOptions
+from networks.cores import CoreInputs
+from networks.distributions import ActionSpace
 from replay.variables import VariablePublisher
 
 # Small networks and batches, so each agent's case takes seconds.
@@ -123,3 +126,36 @@ def test_batch_size_means_what_each_agent_says():
         'batch_size': 64, 'unroll_length': 8, 'lstm_size': 8, 'burn_in': 4, 'n_step': 3}))
     assert (plan.batch_sequences, plan.transitions_per_batch) == (8, 64)
     assert plan.sequence_length == 4 + 8 + 3
+
+
+@pytest.mark.parametrize('name', sorted(registry.AGENTS))
+def test_core_sees_the_previous_reward_as_the_learner_does(name):
+    # The seeds feed the core the transformed reward; `prev_reward_input=raw` the
+    # environment's. Same weights, rewards 4 and -3: the transformed core given the
+    # raw rewards equals the raw core given the hand-transformed ones.
+    agent = registry.get(name)
+    small = dict(SMALL[name], lstm_size=8, reward_scaling=0.5)
+    clipping = {} if name == 'sac' else {'reward_clipping': 'abs_one'}
+    expected_r = np.array([0.5 * 4.0, 0.5 * -3.0], np.float32)
+    if clipping:
+        expected_r = np.clip(expected_r, -1.0, 1.0)
+    obs_space = gym.spaces.Box(-1, 1, (3,), np.float32)
+    action_space = ActionSpace(gym.spaces.Discrete(2), agent.squash_actions)
+    cores = {}
+    for mode in ('transformed', 'raw'):
+        config = configs.from_flat(agent.config_class,
+                                   dict(small, prev_reward_input=mode, **clipping))
+        cores[mode] = agent.build_core(obs_space, action_space, config)
+        cores[mode].create_variables()
+    for a, b in zip(cores['raw'].variables, cores['transformed'].variables):
+        a.assign(b)
+
+    def step(core, reward):
+        inputs = CoreInputs(np.ones((2, 3), np.float32), (np.array([1, 0], np.int32),),
+                            np.asarray(reward, np.float32), np.zeros(2, bool))
+        out, _ = core(inputs, core.initial_state(2))
+        return out.policy_params[0].numpy()
+
+    transformed = step(cores['transformed'], [4.0, -3.0])
+    np.testing.assert_allclose(transformed, step(cores['raw'], expected_r), rtol=1e-5)
+    assert not np.allclose(transformed, step(cores['raw'], [4.0, -3.0]))

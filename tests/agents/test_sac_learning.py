@@ -285,3 +285,208 @@ def test_memory_learns_from_critics_adds_the_td_gradient_to_the_lstm():
     for a, b, c in zip(plain, again, with_critics):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
         assert not np.allclose(a, c, rtol=1e-6, atol=1e-7)
+
+
+# --- ALF's semantics: entropy reward at every step, masking, signed replica
+# minimum, normalised entropy reward; the ML-Agents-style metrics -------------
+
+def _randomize(learner, scale=0.5):
+    """Spread the actor's near-uniform initial policy (and the critics), so
+    per-row entropies and values differ enough for the tests to tell means apart."""
+    for v in learner.core.trainable_variables + learner.critics.trainable_variables:
+        v.assign(tf.random.stateless_normal(v.shape, [7, len(v.name)]) * scale)
+    for target, source in zip(learner.target_critics.variables, learner.critics.variables):
+        target.assign(source)
+
+
+def _logits(learner, steps, rows):
+    """The actor's per-branch params `[t, B, p]` at the steps `rows` (feed-forward)."""
+    out, _ = learner.core.unroll(CoreInputs(
+        steps.observation[rows], tuple(a[rows] for a in steps.prev_action),
+        steps.prev_reward[rows], steps.first[rows]), ())
+    return [p.numpy() for p in out.policy_params]
+
+
+def _np_entropy(log_p):
+    return -(np.exp(log_p) * log_p).sum(-1)
+
+
+@pytest.mark.parametrize('name', ['multi_discrete', 'continuous'])
+def test_three_step_targets_add_the_entropy_reward_at_every_step(name):
+    """ALF adds gamma d_k alpha H(pi(.|s_{k+1})) to every reward r_k of an n-step sum,
+    not only to the bootstrap value. Row 0 terminates at step 1, row 1's step 2 and
+    row 2's step 1 are placeholders (a truncation before them), rows 3.. run on."""
+    n, gamma = 3, 0.9
+    learner, space = make_learner(SPACES[name], n_step=n, discounting=gamma)
+    _randomize(learner)
+    alphas = [0.3, 0.7] if name == 'multi_discrete' else [0.4]
+    learner.log_alpha.assign(np.log(alphas))
+    steps = make_batch(space, n=n, seed=5).sequence.steps
+    steps.discount[:] = 1.0
+    steps.discount[1, 0] = 0.0
+    steps.first[3, 1] = True
+    steps.first[2, 2] = True
+    tf.random.set_seed(11)
+    got = learner.critic_targets(steps, [tf.constant(a) for a in alphas]).numpy()[0]
+
+    # Per observation step j = 1..3: E_pi Q (min over the target critics) and the
+    # entropy reward alpha H (discrete: exact, branch mean; continuous: -alpha log pi).
+    tf.random.set_seed(11)
+    params = _logits(learner, steps, slice(1, n + 1))
+    obs = steps.observation[1:].reshape(n * B, 3)
+    if name == 'continuous':
+        action, log_prob, _ = learner._policy((params[0].reshape(n * B, -1),))
+        q = learner.target_critics(obs, action).numpy().min(0)[:, 0].reshape(n, B)
+        entropy_reward = (-alphas[0] * log_prob.numpy()).reshape(n, B)
+    else:
+        q_min = learner.target_critics(obs, np.zeros([n * B, 0], np.float32)).numpy().min(0)
+        q_min = q_min.reshape(n, B, 6)
+        q = np.zeros((n, B))
+        entropy_reward = np.zeros((n, B))
+        for qb, pb, alpha in zip([q_min[..., :2], q_min[..., 2:]], params, alphas):
+            log_p = _np_log_softmax(pb)
+            q += (np.exp(log_p) * qb).sum(-1) / 2
+            entropy_reward += alpha * _np_entropy(log_p) / 2
+
+    expected = np.zeros(B)
+    for b in range(B):
+        total, scale = 0.0, 1.0
+        for k in range(n):
+            # r_k plus the entropy reward of step k + 1's observation, discounted by d_k.
+            total += scale * (steps.reward[k, b] + gamma * steps.discount[k, b]
+                              * entropy_reward[k, b])
+            scale *= gamma * steps.discount[k, b]
+            if k == n - 1 or steps.first[k + 2, b]:
+                total += scale * q[k, b]
+                break
+        expected[b] = total
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    # Row 0 by hand: r_0 + gamma (alpha H(s_1) + r_1) and nothing after the termination.
+    assert got[0] == pytest.approx(steps.reward[0, 0] + gamma * (
+        entropy_reward[0, 0] + steps.reward[1, 0]), rel=1e-4, abs=1e-4)
+
+
+def test_actor_and_temperature_losses_average_over_valid_rows_only():
+    """Rows 1 and 4 start at an episode's final observation (placeholders): the actor
+    and temperature losses (and the metrics) are means over the four other rows."""
+    learner, space = make_learner(SPACES['multi_discrete'])
+    _randomize(learner)
+    alphas = np.array([0.5, 0.2])
+    learner.log_alpha.assign(np.log(alphas))
+    batch = make_batch(space, seed=2)
+    steps = batch.sequence.steps
+    steps.first[1, [1, 4]] = True
+    valid = np.array([1, 0, 1, 1, 0, 1], bool)
+
+    params = _logits(learner, steps, slice(0, 1))
+    q_min = learner.critics(steps.observation[0], np.zeros([B, 0], np.float32)).numpy().min(0)
+    actor_rows = np.zeros(B)
+    entropies = []
+    for qb, pb, alpha in zip([q_min[:, :2], q_min[:, 2:]], params, alphas):
+        log_p = _np_log_softmax(pb[0])
+        actor_rows += (np.exp(log_p) * (alpha * log_p - qb)).sum(-1) / 2
+        entropies.append(_np_entropy(log_p))
+    target_entropy = learner.target_entropy.numpy()
+    expected_alpha = sum(np.log(a) * (h[valid] - t).mean()
+                         for a, h, t in zip(alphas, entropies, target_entropy))
+
+    metrics = {k: float(v) for k, v in learner.step(batch).items()}
+    assert metrics['losses/actor'] == pytest.approx(actor_rows[valid].mean(), rel=1e-4)
+    assert metrics['losses/alpha'] == pytest.approx(expected_alpha, rel=1e-4)
+    assert metrics['policy/value_estimate'] == pytest.approx(-actor_rows[valid].mean(),
+                                                             rel=1e-4)
+    assert metrics['policy/entropy_branch_1'] == pytest.approx(entropies[1][valid].mean(),
+                                                               rel=1e-4)
+    # The placeholder rows do differ: the unmasked means are other numbers.
+    assert abs(actor_rows.mean() - actor_rows[valid].mean()) > 1e-3
+
+
+def test_negative_reward_weight_takes_the_replica_max_of_its_component():
+    """ALF's rule: per component, the minimum over replicas of sign(w) Q, times
+    sign(w). Component 1 has a negative weight, so targets and the actor use the
+    maximum over replicas of its Q (the minimum of its weighted value)."""
+    weights = np.array([0.5, -2.0])
+    learner, space = make_learner(SPACES['multi_discrete'], reward_weights=tuple(weights),
+                                  discounting=0.9)
+    _randomize(learner)
+    alphas = [0.3, 0.7]
+    learner.log_alpha.assign(np.log(alphas))
+    batch = make_batch(space, seed=8, reward_size=2)
+    steps = batch.sequence.steps
+
+    def signed_min(q):  # [R, B, 12] -> [B, 6, 2], by hand per component
+        q = q.reshape(q.shape[:2] + (6, 2))
+        return np.stack([q[..., 0].min(0), q[..., 1].max(0)], -1)
+
+    got = learner.critic_targets(steps, [tf.constant(a) for a in alphas]).numpy()[0]
+    next_params = _logits(learner, steps, slice(1, 2))
+    q_next = signed_min(learner.target_critics(steps.observation[1],
+                                               np.zeros([B, 0], np.float32)).numpy())
+    for c in range(2):
+        value = np.zeros(B)
+        for qb, pb, alpha in zip([q_next[:, :2, c], q_next[:, 2:, c]], next_params, alphas):
+            log_p = _np_log_softmax(pb[0])
+            value += (np.exp(log_p) * (qb - alpha * log_p)).sum(-1) / 2
+        expected = steps.reward[0, :, c] + 0.9 * steps.discount[0] * value
+        np.testing.assert_allclose(got[:, c], expected, rtol=1e-4, atol=1e-4)
+
+    # The actor maximises the weighted sum of the signed minima.
+    params = _logits(learner, steps, slice(0, 1))
+    q_now = signed_min(learner.critics(steps.observation[0],
+                                       np.zeros([B, 0], np.float32)).numpy())
+    q_weighted = (q_now * weights).sum(-1)  # [B, 6]
+    actor_rows = np.zeros(B)
+    for qb, pb, alpha in zip([q_weighted[:, :2], q_weighted[:, 2:]], params, alphas):
+        log_p = _np_log_softmax(pb[0])
+        actor_rows += (np.exp(log_p) * (alpha * log_p - qb)).sum(-1) / 2
+    metrics = learner.step(batch)
+    assert float(metrics['losses/actor']) == pytest.approx(actor_rows.mean(), rel=1e-4)
+
+
+def test_normalize_entropy_reward_subtracts_an_adaptive_mean_of_the_entropy():
+    """ALF's ScalarAdaptiveNormalizer(unit_std=True), per temperature group: each call
+    first moves the mean toward the batch's mean entropy by 8 / (8 + updates so
+    far) (the first call sets it), then the entropy reward is alpha (H - mean)."""
+    learner, space = make_learner(SPACES['multi_discrete'], normalize_entropy_reward=True,
+                                  discounting=0.9)
+    _randomize(learner)
+    alphas = [0.3, 0.7]
+    mean = np.zeros(2)
+    for call, seed in enumerate([1, 2]):
+        steps = make_batch(space, seed=seed).sequence.steps
+        got = learner.critic_targets(steps, [tf.constant(a) for a in alphas]).numpy()[0]
+        params = _logits(learner, steps, slice(1, 2))
+        q_min = learner.target_critics(steps.observation[1],
+                                       np.zeros([B, 0], np.float32)).numpy().min(0)
+        log_ps = [_np_log_softmax(p[0]) for p in params]
+        batch_mean = np.array([_np_entropy(lp).mean() for lp in log_ps])
+        mean += 8.0 / (8.0 + call) * (batch_mean - mean)
+        value = np.zeros(B)
+        for g, (qb, log_p, alpha) in enumerate(zip([q_min[:, :2], q_min[:, 2:]], log_ps,
+                                                   alphas)):
+            value += ((np.exp(log_p) * qb).sum(-1) + alpha * (_np_entropy(log_p) - mean[g])) / 2
+        expected = steps.reward[0] + 0.9 * steps.discount[0] * value
+        np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(learner.entropy_mean.numpy(), mean, rtol=1e-5)
+    assert all(np.isfinite(float(v)) for v in learner.step(make_batch(space)).values())
+    assert not SACConfig().normalize_entropy_reward  # ALF's default: off
+
+
+@pytest.mark.parametrize('name', sorted(SPACES))
+def test_step_reports_learning_rates_value_estimate_and_value_loss(name):
+    from agents.sac.learning import metric_names
+    learner, space = make_learner(SPACES[name], actor_learning_rate=2e-3,
+                                  alpha_learning_rate=3e-3)
+    metrics = {k: float(v) for k, v in learner.step(make_batch(space)).items()}
+    assert set(metrics) == set(metric_names(learner.config, space))
+    assert {'policy/learning_rate', 'policy/actor_learning_rate',
+            'policy/alpha_learning_rate', 'policy/value_estimate', 'losses/value'} <= set(metrics)
+    assert all(np.isfinite(v) for v in metrics.values()), metrics
+    assert metrics['policy/learning_rate'] == pytest.approx(1e-3)
+    assert metrics['policy/actor_learning_rate'] == pytest.approx(2e-3)
+    assert metrics['policy/alpha_learning_rate'] == pytest.approx(3e-3)
+    assert metrics['losses/value'] == pytest.approx(
+        (metrics['losses/critic_0'] + metrics['losses/critic_1']) / 2, rel=1e-5)
+    # V(s) = E_pi[Q - alpha log pi] is minus the actor's loss (same sample, same rows).
+    assert metrics['policy/value_estimate'] == pytest.approx(-metrics['losses/actor'],
+                                                             rel=1e-5, abs=1e-6)

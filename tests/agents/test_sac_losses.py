@@ -174,3 +174,86 @@ def test_clip_gradient_is_identity_forward_and_clips_backward():
 def test_continuous_actor_loss():
     got = losses.continuous_actor_loss(tf.constant([1.0, 2.0]), tf.constant([-1.0, 0.5]), 0.2)
     np.testing.assert_allclose(got.numpy(), [0.2 * -1.0 - 1.0, 0.2 * 0.5 - 2.0])
+
+
+def _reference_n_step_with_entropy(rewards, discounts, first, entropy, q_next, gamma):
+    """ALF's multi-step soft target walking forward: every reward r_k gains
+    gamma d_k e_k, e_k the entropy reward of step k + 1's observation; the bootstrap
+    is the plain Q(s_{k+1})."""
+    n, batch = rewards.shape
+    out = np.zeros(batch)
+    for b in range(batch):
+        total, scale = 0.0, 1.0
+        for k in range(n):
+            total += scale * (rewards[k, b] + gamma * discounts[k, b] * entropy[k, b])
+            scale *= gamma * discounts[k, b]
+            if k == n - 1 or first[k + 2, b]:
+                total += scale * q_next[k, b]
+                break
+        out[b] = total
+    return out
+
+
+def test_three_step_targets_add_the_entropy_reward_at_every_step_by_hand():
+    # gamma 0.5, r = (1, 2, 3), e = (0.1, 0.2, 0.3) (entropy rewards of s_1, s_2, s_3),
+    # Q(s_1..s_3) = (10, 20, 30). Columns: no episode end; a termination at step 1;
+    # step 1 a placeholder (first[2]); step 2 a placeholder (first[3]).
+    rewards = np.array([[1.0] * 4, [2.0] * 4, [3.0] * 4], np.float32)
+    discounts = np.ones((3, 4), np.float32)
+    discounts[1, 1] = 0.0
+    first = np.zeros((4, 4), bool)
+    first[2, 2] = True
+    first[3, 3] = True
+    entropy = np.array([[0.1] * 4, [0.2] * 4, [0.3] * 4], np.float32)
+    q_next = np.array([[10.0] * 4, [20.0] * 4, [30.0] * 4], np.float32)
+    got = returns.n_step_targets(tf.constant(rewards), tf.constant(discounts),
+                                tf.constant(first), tf.constant(q_next), 0.5,
+                                entropy_rewards=tf.constant(entropy)).numpy()
+    expected = [
+        1 + 0.5 * (0.1 + 2 + 0.5 * (0.2 + 3 + 0.5 * (0.3 + 30))),  # 6.6375
+        1 + 0.5 * (0.1 + 2 + 0.0 * (0.2 + 3)),                     # 2.05
+        1 + 0.5 * (0.1 + 10),                                       # 6.05
+        1 + 0.5 * (0.1 + 2 + 0.5 * (0.2 + 20)),                     # 7.1
+    ]
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    np.testing.assert_allclose(got, _reference_n_step_with_entropy(
+        rewards, discounts, first, entropy, q_next, 0.5), rtol=1e-6)
+
+
+def test_n_step_entropy_rewards_match_reference_with_components():
+    rng = np.random.default_rng(3)
+    n, batch, k = 3, 48, 2
+    rewards = rng.normal(size=(n, batch, k)).astype(np.float32)
+    discounts = (rng.uniform(size=(n, batch)) > 0.2).astype(np.float32)
+    first = rng.uniform(size=(n + 1, batch)) < 0.25
+    entropy = rng.normal(size=(n, batch)).astype(np.float32)
+    q_next = rng.normal(size=(n, batch, k)).astype(np.float32)
+    got = returns.n_step_targets(tf.constant(rewards), tf.constant(discounts[..., None]),
+                                tf.constant(first[..., None]), tf.constant(q_next), 0.9,
+                                entropy_rewards=tf.constant(entropy[..., None])).numpy()
+    for c in range(k):  # the entropy reward enters every component
+        np.testing.assert_allclose(got[:, c], _reference_n_step_with_entropy(
+            rewards[..., c], discounts, first, entropy, q_next[..., c], 0.9), rtol=1e-5)
+
+
+def test_replica_min_follows_the_sign_of_each_reward_weight():
+    rng = np.random.default_rng(5)
+    q = rng.normal(size=(3, 4, 5, 3)).astype(np.float32)  # [R, N, outputs, k]
+    weights = np.array([2.0, -0.5, 0.0], np.float32)
+    got = losses.replica_min(tf.constant(q), tf.constant(weights)).numpy()
+    expected = np.zeros(q.shape[1:], np.float32)
+    for idx in np.ndindex(*q.shape[1:]):
+        replicas = [q[(r,) + idx] for r in range(q.shape[0])]
+        # Pessimistic for the weighted value: min for w >= 0, max for w < 0.
+        expected[idx] = max(replicas) if weights[idx[-1]] < 0 else min(replicas)
+    np.testing.assert_allclose(got, expected)
+    np.testing.assert_allclose(losses.replica_min(tf.constant(q[..., 0])).numpy(),
+                               q[..., 0].min(0))
+
+
+def test_masked_temperature_loss_is_the_mean_over_valid_rows():
+    entropy = tf.constant([1.0, 2.0, 100.0, 4.0])
+    mask = tf.constant([1.0, 1.0, 0.0, 1.0])
+    got = losses.temperature_loss(tf.constant(0.5), entropy, 1.5, mask)
+    assert float(got) == pytest.approx(0.5 * ((1.0 + 2.0 + 4.0) / 3 - 1.5))
+    assert float(losses.masked_mean(entropy, mask)) == pytest.approx(7.0 / 3)

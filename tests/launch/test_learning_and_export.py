@@ -9,15 +9,17 @@ import sys
 import numpy as np
 import pytest
 
+from agents import configs
 from agents.acer.config import ACERConfig
 from agents.clear.config import CLEARConfig
 from launch import inprocess
 from launch.options import RunOptions
 
 
-# Budgets: CLEAR with the defaults of `python launch/run.py --agent=clear`;
-# ACER with `--agent=acer --num_steps=150000`.
-BUDGETS = {'clear': (CLEARConfig(), 300_000), 'acer': (ACERConfig(), 150_000)}
+# Budgets and reward transforms of launch/presets/clear_cartpole.flags and
+# acer_cartpole.flags (the networks and batches are the agents' defaults).
+BUDGETS = {'clear': (CLEARConfig(reward_scaling=0.1), 300_000),
+           'acer': (ACERConfig(reward_clipping='abs_one', reward_scaling=0.1), 150_000)}
 
 
 @pytest.fixture(scope='module')
@@ -62,6 +64,18 @@ def test_solves_cartpole_within_budget(trained):
     assert summary['eval_episodes'] == 20
     config, budget = BUDGETS[summary['agent']]
     assert budget <= summary['env_steps'] <= budget + max_overshoot(config, RunOptions().num_envs)
+
+
+def test_clear_learns_cartpole_with_rmsprop(tmp_path):
+    # launch/presets/clear_cartpole_rmsprop.flags, stopped at the Stable-Baselines3
+    # criterion (the last 20 training episodes average >= 475) to keep it short.
+    config = configs.from_flat(CLEARConfig, {'reward_scaling': 0.1, 'optimizer': 'rmsprop',
+                                             'rmsprop_decay': 0.99, 'rmsprop_epsilon': 0.1})
+    options = RunOptions(agent='clear', seed=0, logdir=str(tmp_path), num_steps=300_000,
+                         target_return=475.0, eval_episodes=5, log_interval_s=1000.0)
+    summary = inprocess.train(options, config)
+    assert summary['reached_target'], summary
+    assert summary['config']['optimizer']['optimizer'] == 'rmsprop'
 
 
 def test_saved_model_returns_equal_library_returns_without_the_library(trained, tmp_path,

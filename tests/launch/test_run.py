@@ -121,6 +121,8 @@ def test_bad_input_gives_one_clear_line_and_nonzero_exit(args, message, run_cli,
     (['--agent=sac', '--batch_size=100', '--unroll_length=8'],
      'must be a multiple of unroll_length'),
     (['--launcher=ray'], "unknown --launcher='ray'"),
+    (['--eval_epsilon=1.5'], 'eval_epsilon must be in [0, 1], got 1.5'),
+    (['--eval_epsilon=-0.1'], 'eval_epsilon must be in [0, 1], got -0.1'),
 ])
 def test_bad_values_are_one_error_line_from_main(args, message, tmp_path, capsys):
     """The same `main` the command line runs, in this process (no TF start-up per case)."""
@@ -195,6 +197,7 @@ def test_summary_and_resume_from_checkpoint(small_run, run_copy):
     _, first = small_run
     for key in SUMMARY_KEYS:
         assert key in first, key
+    assert first['interrupted'] is False and first['eval_episodes'] == 2
     with open(run_copy / 'summary.json') as f:
         assert json.load(f)['learner_steps'] == first['learner_steps']
     assert first['learner_steps'] > 0 and first['env_steps'] >= 1500

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import reverb
 
+from agents.clear.config import CLEARConfig
 from agents.sac.config import SACConfig
 from launch import environments, inprocess
 from launch import setup as setup_lib
@@ -132,3 +133,17 @@ def test_cli_rejects_reward_weights_that_do_not_fit(run_cli):
         result = run_cli(['--agent=sac', '--env=Pendulum-v1', f'--reward_weights={value}'])
         assert result.returncode == 1
         assert len(result.errors) == 1 and message in result.errors[0], result.stderr[-2000:]
+
+
+def test_unset_weights_learn_the_plain_sum_and_scalar_agents_refuse_vectors():
+    # As ALF: no reward_weights on a vector-reward environment means weights of 1.
+    options = RunOptions(agent='sac', env='TwoGoals-v0')
+    assert setup_lib.resolve_config(options, SACConfig()).reward_weights == (1.0, 1.0)
+    assert setup_lib.resolve_config(options, SACConfig(reward_weights=(0.5, -2.0))
+                                    ).reward_weights == (0.5, -2.0)
+    scalar = RunOptions(agent='sac', env='Pendulum-v1')
+    assert setup_lib.resolve_config(scalar, SACConfig()).reward_weights is None
+    with pytest.raises(environments.EnvironmentSetupError,
+                       match='TwoGoals-v0: clear learns scalar rewards; this environment.s '
+                             'rewards have 2 components'):
+        setup_lib.resolve_config(RunOptions(agent='clear', env='TwoGoals-v0'), CLEARConfig())

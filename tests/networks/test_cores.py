@@ -4,8 +4,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from networks import observations
-from networks.cores import ActorCriticCore, AgentOutput, CoreInputs, CoreParts, LSTMMemory
+from agents import returns
+from networks import observations, torsos
+from networks.cores import (
+    REWARD_CLIPPINGS, ActorCriticCore, AgentOutput, CoreInputs, CoreParts, LSTMMemory,
+    transform_reward)
+from networks.critics import CriticEnsemble
 from networks.distributions import ActionSpace, UnsupportedSpaceError
 
 T, B = 5, 3
@@ -401,16 +405,195 @@ def test_unsupported_observation_space(space, names):
         _core(DISCRETE_ACTIONS, LSTM, space)
 
 
-def test_image_inside_nest_is_unsupported():
-    space = gym.spaces.Tuple((gym.spaces.Box(0, 255, (8, 8, 3), np.uint8),
+# --- images inside a Tuple / Dict -------------------------------------------------
+
+# Two images of different sizes, channels and dtypes, and a vector.
+IMAGES_OBS = gym.spaces.Dict({
+    'camera': gym.spaces.Box(0, 255, (24, 20, 3), np.uint8),
+    'depth': gym.spaces.Box(0.0, 1.0, (36, 40, 1), np.float32),
+    'speed': gym.spaces.Box(-1.0, 1.0, (5,), np.float32),
+})
+
+
+def _features(torso, observation_space, seed=0):
+    rng = np.random.RandomState(seed)
+    return torso(_random_observation(observation_space, (B,), rng))
+
+
+@pytest.mark.parametrize('kind, image_size', [('simple', 128), ('auto', 512),
+                                              ('nature_cnn', 512)])
+def test_images_in_a_dict_each_get_their_own_torso(kind, image_size):
+    space = IMAGES_OBS if kind == 'simple' else gym.spaces.Dict({
+        'camera': gym.spaces.Box(0, 255, (36, 44, 3), np.uint8),
+        'depth': gym.spaces.Box(0.0, 1.0, (40, 36, 1), np.float32),
+        'speed': IMAGES_OBS['speed']})
+    torso = observations.ObservationTorso(space, kind, hidden_sizes=HIDDEN)
+    assert torso.nested and torso.kind == torsos.resolve_kind(kind, 3)
+    # Members in tf.nest order (sorted keys): camera, depth are images; speed a vector.
+    assert [i for i, _ in torso.image_nets] == [0, 1]
+    assert [type(net) for _, net in torso.image_nets] == [
+        torsos.SimpleVisualEncoder if kind == 'simple' else torsos.NatureCNN] * 2
+    assert torso.image_nets[0][1] is not torso.image_nets[1][1]
+    out = _features(torso, space)
+    assert out.shape.as_list() == [B, 2 * image_size + HIDDEN[-1]]
+    # The features are the images' encodings, then the MLP over the vectors.
+    rng = np.random.RandomState(0)
+    observation = _random_observation(space, (B,), rng)
+    expected = tf.concat([torso.image_nets[0][1](observation['camera']),
+                          torso.image_nets[1][1](observation['depth']),
+                          torso.net(observation['speed'])], -1)
+    np.testing.assert_allclose(torso(observation).numpy(), expected.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize('lstm_size', [LSTM, 0])
+def test_core_over_images_and_a_vector_unrolls(lstm_size):
+    core = ActorCriticCore(IMAGES_OBS, ActionSpace(TUPLE_ACTIONS), torso='simple',
+                           hidden_sizes=HIDDEN, lstm_size=lstm_size, name='core')
+    core.create_variables()
+    inputs = _random_inputs(core, IMAGES_OBS, (T, B), seed=21, first=FIRST)
+    state = core.initial_state(B)
+    unrolled, _ = core.unroll(inputs, state)
+    assert [p.shape.as_list() for p in unrolled.policy_params] == [[T, B, 3], [T, B, 4]]
+    # Torso features: two 128-wide image encodings and the MLP's 8; + previous step 3 + 2 + 1.
+    embedded = core._embed(tf.nest.map_structure(lambda x: tf.reshape(x, [T * B, *x.shape[2:]]),
+                                                 inputs))
+    assert embedded.shape.as_list() == [T * B, 128 + 128 + HIDDEN[-1] + 6]
+    assert core.features_size == (lstm_size or embedded.shape[-1])
+    stepped, _ = _step_loop(core, inputs, state)
+    _assert_close(unrolled, stepped, atol=1e-4)
+    names = {v.name for v in core.variables}
+    assert {'core/observation_torso/image_torso_0/conv_0/w:0',
+            'core/observation_torso/image_torso_1/linear/w:0',
+            'core/observation_torso/mlp/linear_0/w:0'} <= names
+    # Each image reaches the outputs.
+    for key in ('camera', 'depth'):
+        changed = inputs._replace(observation={
+            **inputs.observation, key: tf.cast(
+                255 - tf.cast(inputs.observation[key], tf.int32), inputs.observation[key].dtype)
+            if inputs.observation[key].dtype == tf.uint8 else -inputs.observation[key]})
+        other, _ = core.unroll(changed, state)
+        assert not np.allclose(other.baseline.numpy(), unrolled.baseline.numpy())
+
+
+def test_tuple_of_image_and_discrete_and_images_only():
+    space = gym.spaces.Tuple((gym.spaces.Box(0, 255, (20, 20, 3), np.uint8),
                               gym.spaces.Discrete(2)))
-    with pytest.raises(UnsupportedSpaceError, match='image'):
-        _core(DISCRETE_ACTIONS, LSTM, space)
+    torso = observations.ObservationTorso(space, 'simple', hidden_sizes=HIDDEN)
+    assert _features(torso, space).shape.as_list() == [B, 128 + HIDDEN[-1]]
+    only_images = gym.spaces.Tuple((space[0], gym.spaces.Box(0.0, 1.0, (21, 30, 2), np.float32)))
+    torso = observations.ObservationTorso(only_images, 'simple', hidden_sizes=HIDDEN)
+    assert torso.net is None
+    assert _features(torso, only_images).shape.as_list() == [B, 2 * 128]
+
+
+def test_mlp_torso_flattens_images_inside_a_nest():
+    torso = observations.ObservationTorso(IMAGES_OBS, 'mlp', hidden_sizes=HIDDEN)
+    assert torso.kind == 'mlp' and torso.image_nets == ()
+    assert _features(torso, IMAGES_OBS).shape.as_list() == [B, HIDDEN[-1]]
+    assert torso.net.layers[0].w.shape[0] == 24 * 20 * 3 + 36 * 40 + 5
+
+
+@pytest.mark.parametrize('space, kind, match', [
+    (gym.spaces.Tuple((gym.spaces.Box(0, 255, (20, 20, 3), np.uint8), gym.spaces.Discrete(2))),
+     'auto', r"observation\[0\] \(20, 20, 3\): torso 'nature_cnn' needs images of at least "
+             r"36x36"),
+    (IMAGES_OBS, 'nature_cnn', r"observation\['camera'\] \(24, 20, 3\)"),
+    (gym.spaces.Box(0, 255, (19, 40, 3), np.uint8), 'simple', r"at least 20x20.*got 19x40"),
+    (DICT_OBS, 'simple', 'needs an image observation'),
+], ids=['tuple-auto', 'dict-nature', 'single-simple', 'no-image'])
+def test_images_a_torso_cannot_take_are_one_clear_line(space, kind, match):
+    with pytest.raises(UnsupportedSpaceError, match=match) as info:
+        ActorCriticCore(space, ActionSpace(DISCRETE_ACTIONS), torso=kind, lstm_size=LSTM)
+    assert '\n' not in str(info.value)
+
+
+def test_observation_spec_of_images_and_a_vector():
+    assert observations.observation_spec(IMAGES_OBS) == {
+        'camera': tf.TensorSpec([24, 20, 3], tf.uint8),
+        'depth': tf.TensorSpec([36, 40, 1], tf.float32),
+        'speed': tf.TensorSpec([5], tf.float32)}
+    converted = observations.to_numpy(IMAGES_OBS, {
+        'camera': np.full([B, 24, 20, 3], 9, np.int64),
+        'depth': np.zeros([B, 36, 40, 1], np.float64),
+        'speed': np.zeros([B, 5], np.float64)})
+    assert {k: (v.dtype, v.shape) for k, v in converted.items()} == {
+        'camera': (np.uint8, (B, 24, 20, 3)), 'depth': (np.float32, (B, 36, 40, 1)),
+        'speed': (np.float32, (B, 5))}
+
+
+def test_critics_encode_images_and_vectors():
+    critics = CriticEnsemble(IMAGES_OBS, num_replicas=2, hidden_sizes=(8,), num_outputs=3,
+                             torso='simple')
+    observation = _random_observation(IMAGES_OBS, (B,), np.random.RandomState(0))
+    assert critics(observation, tf.zeros([B, 0])).shape.as_list() == [2, B, 3]
 
 
 def test_unsupported_action_space_in_core():
     with pytest.raises(UnsupportedSpaceError, match='Text'):
         ActorCriticCore(CARTPOLE_OBS, ActionSpace(gym.spaces.Text(5)))
+
+
+# --- the previous reward's transform ------------------------------------------------
+
+REWARDS = [-400.0, -50.0, -7.5, -1.5, -1.0, -0.3, 0.0, 0.2, 1.0, 1.7, 12.0, 400.0]
+
+
+@pytest.mark.parametrize('mode', REWARD_CLIPPINGS)
+@pytest.mark.parametrize('scaling', [1.0, 0.1, 3.0])
+def test_transform_reward_is_the_learners(mode, scaling):
+    """networks may not import agents: the core's copy must compute what the learner's does."""
+    assert REWARD_CLIPPINGS == returns.REWARD_CLIPPINGS
+    r = tf.constant(REWARDS, tf.float32)
+    np.testing.assert_allclose(transform_reward(r, scaling, mode).numpy(),
+                               returns.transform_rewards(r, scaling, mode).numpy(), rtol=1e-6)
+
+
+def _same_weights(source, target):
+    assert [v.shape for v in source.variables] == [v.shape for v in target.variables]
+    for s, t in zip(source.variables, target.variables):
+        t.assign(s)
+
+
+@pytest.mark.parametrize('reward_transform', [(1.0, 'none'), (0.1, 'abs_one'),
+                                              (3.0, 'abs_one'), (2.0, 'soft_asymmetric')],
+                         ids=lambda t: f'{t[0]}-{t[1]}')
+@pytest.mark.parametrize('lstm_size', [LSTM, 0])
+def test_reward_transform_equals_feeding_the_transformed_reward(reward_transform, lstm_size):
+    space = ActionSpace(TUPLE_ACTIONS)
+    transformed = ActorCriticCore(CARTPOLE_OBS, space, hidden_sizes=HIDDEN,
+                                  lstm_size=lstm_size, reward_transform=reward_transform)
+    raw = ActorCriticCore(CARTPOLE_OBS, space, hidden_sizes=HIDDEN, lstm_size=lstm_size)
+    transformed.create_variables()
+    raw.create_variables()
+    _same_weights(transformed, raw)
+    inputs = _random_inputs(transformed, CARTPOLE_OBS, (T, B), seed=30, first=FIRST)
+    inputs = inputs._replace(prev_reward=inputs.prev_reward * 10.0)  # clipping matters
+    by_hand = inputs._replace(prev_reward=returns.transform_rewards(
+        inputs.prev_reward, *reward_transform))
+    state = _random_state(transformed, seed=31)
+
+    out, out_state = transformed.unroll(inputs, state)
+    expected, expected_state = raw.unroll(by_hand, state)
+    _assert_close((out, out_state), (expected, expected_state))
+    stepped, _ = _step_loop(transformed, inputs, state)
+    _assert_close(stepped, expected)
+    untransformed, _ = raw.unroll(inputs, state)
+    assert np.allclose(untransformed.baseline, out.baseline) == (reward_transform == (1.0, 'none'))
+
+
+def test_reward_transform_defaults_to_raw_and_is_on_the_part():
+    space = ActionSpace(DISCRETE_ACTIONS)
+    assert ActorCriticCore(CARTPOLE_OBS, space).parts.previous_step.reward_transform is None
+    core = ActorCriticCore(CARTPOLE_OBS, space, reward_transform=(2, 'abs_one'))
+    assert core.parts.previous_step.reward_transform == (2.0, 'abs_one')
+
+
+@pytest.mark.parametrize('reward_transform', [
+    (1.0, 'abs_two'), (float('nan'), 'none'), 'abs_one', (1.0,), ('x', 'none')])
+def test_a_bad_reward_transform_is_refused(reward_transform):
+    with pytest.raises(ValueError, match='reward_transform'):
+        ActorCriticCore(CARTPOLE_OBS, ActionSpace(DISCRETE_ACTIONS),
+                        reward_transform=reward_transform)
 
 
 # --- parts and variables -----------------------------------------------------------

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from agents import configs
 from networks import torsos
 
 
@@ -18,6 +19,9 @@ def _uint8_images(shape, seed=0):
     (lambda: torsos.ImpalaResNet(), _uint8_images([2, 64, 64, 3]), [2, 256]),
     (lambda: torsos.ImpalaResNet(channels=(8,), num_blocks=1, output_size=16),
      np.random.rand(2, 16, 16, 3).astype(np.float32), [2, 16]),
+    (lambda: torsos.SimpleVisualEncoder(), _uint8_images([2, 84, 84, 3]), [2, 128]),
+    (lambda: torsos.SimpleVisualEncoder(output_size=32),
+     np.random.rand(3, 20, 27, 5).astype(np.float32), [3, 32]),
 ])
 def test_output_shapes(module_fn, inputs, expected):
     out = module_fn()(tf.constant(inputs))
@@ -31,7 +35,8 @@ def test_mlp_tanh_bounded():
     assert np.all(np.abs(out.numpy()) <= 1.0)
 
 
-@pytest.mark.parametrize("module_fn", [torsos.NatureCNN, torsos.ImpalaResNet])
+@pytest.mark.parametrize("module_fn", [torsos.NatureCNN, torsos.ImpalaResNet,
+                                       torsos.SimpleVisualEncoder])
 def test_uint8_scaling(module_fn):
     images = _uint8_images([2, 84, 84, 4])
     module = module_fn()
@@ -46,6 +51,7 @@ def test_uint8_scaling(module_fn):
     ((84, 84, 4), tf.uint8, "auto", torsos.NatureCNN),
     ((84, 84, 4), np.uint8, "nature_cnn", torsos.NatureCNN),
     ((64, 64, 3), tf.uint8, "impala_resnet", torsos.ImpalaResNet),
+    ((20, 20, 3), tf.uint8, "simple", torsos.SimpleVisualEncoder),
     ((8, 8, 1), tf.float32, "mlp", torsos.MLP),
 ])
 def test_make_torso_picks_class(shape, dtype, kind, expected):
@@ -62,6 +68,7 @@ def test_make_torso_forwards_kwargs():
     ((4,), "nature_cnn"),
     ((84, 84), "impala_resnet"),
     ((1, 84, 84, 4), "nature_cnn"),
+    ((84, 84), "simple"),
 ])
 def test_make_torso_raises(shape, kind):
     with pytest.raises(ValueError):
@@ -73,6 +80,7 @@ def test_make_torso_raises(shape, kind):
     (torsos.NatureCNN, _uint8_images([2, 36, 36, 3])),
     (lambda: torsos.ImpalaResNet(channels=(8, 8), output_size=16),
      _uint8_images([2, 16, 16, 3])),
+    (torsos.SimpleVisualEncoder, _uint8_images([2, 20, 20, 3])),
 ])
 def test_gradients_reach_all_variables(module_fn, inputs):
     module = module_fn()
@@ -91,6 +99,7 @@ def test_gradients_reach_all_variables(module_fn, inputs):
     (torsos.NatureCNN, tf.TensorSpec([None, 36, 36, 1], tf.uint8), 512),
     (lambda: torsos.ImpalaResNet(channels=(8,), output_size=32),
      tf.TensorSpec([None, 16, 16, 3], tf.uint8), 32),
+    (torsos.SimpleVisualEncoder, tf.TensorSpec([None, 24, 24, 2], tf.uint8), 128),
 ])
 def test_tf_function_dynamic_batch(module_fn, spec, feature_size):
     module = module_fn()
@@ -104,3 +113,56 @@ def test_tf_function_dynamic_batch(module_fn, spec, feature_size):
         np.testing.assert_allclose(traced.numpy(), eager.numpy(), rtol=1e-5, atol=1e-5)
     concrete = forward.get_concrete_function()
     assert concrete.output_shapes.as_list() == [None, feature_size]
+
+
+# --- ML-Agents' simple visual encoder -------------------------------------------------
+
+def test_simple_visual_encoder_layers_are_ml_agents():
+    """Conv 16 8x8 s4 -> conv 32 4x4 s2 (VALID) -> Linear(hidden) with LeakyReLU after each,
+    as `mlagents.trainers.torch_entities.encoders.SimpleVisualEncoder`."""
+    torso = torsos.SimpleVisualEncoder(output_size=64)
+    torso(tf.zeros([1, 84, 84, 3], tf.uint8))
+    assert torso.conv_layers == ((16, 8, 4), (32, 4, 2))
+    assert [c.w.shape.as_list() for c in torso.convs] == [[8, 8, 3, 16], [4, 4, 16, 32]]
+    # 84 -> (84 - 8) // 4 + 1 = 20 -> (20 - 4) // 2 + 1 = 9: ML-Agents' final_flat 9 * 9 * 32.
+    assert torso.linear.w.shape.as_list() == [9 * 9 * 32, 64]
+    assert torso.activation is torsos.leaky_relu
+    assert torso.min_image_size == 20
+
+
+def test_leaky_relu_has_pytorchs_slope():
+    x = tf.constant([-2.0, -0.5, 0.0, 3.0])
+    np.testing.assert_allclose(torsos.leaky_relu(x).numpy(), [-0.02, -0.005, 0.0, 3.0],
+                               rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind, smallest", [("simple", 20), ("nature_cnn", 36)])
+def test_min_image_size_is_ml_agents(kind, smallest):
+    """ML-Agents' MIN_RESOLUTION_FOR_ENCODER: SIMPLE 20, NATURE_CNN 36."""
+    cls = {"simple": torsos.SimpleVisualEncoder, "nature_cnn": torsos.NatureCNN}[kind]
+    assert torsos.min_image_size(cls.CONV_LAYERS) == smallest
+    torso = torsos.make_torso((smallest, smallest, 3), tf.uint8, kind=kind)
+    assert torso(tf.zeros([2, smallest, smallest, 3], tf.uint8)).shape[0] == 2
+
+
+@pytest.mark.parametrize("kind, shape", [
+    ("simple", (19, 30, 3)), ("simple", (30, 19, 3)), ("simple", (8, 8, 1)),
+    ("nature_cnn", (35, 84, 4)),
+])
+def test_too_small_image_is_a_clear_error(kind, shape):
+    smallest = {"simple": 20, "nature_cnn": 36}[kind]
+    with pytest.raises(torsos.ImageTooSmallError) as info:
+        torsos.make_torso(shape, tf.uint8, kind=kind)
+    message = str(info.value)
+    assert f"{smallest}x{smallest}" in message and f"{shape[0]}x{shape[1]}" in message, message
+    assert repr(kind) in message
+    assert isinstance(info.value, ValueError)
+
+
+def test_too_small_image_called_directly_is_a_clear_error():
+    with pytest.raises(torsos.ImageTooSmallError, match="at least 20x20"):
+        torsos.SimpleVisualEncoder()(tf.zeros([1, 16, 40, 3]))
+
+
+def test_the_configs_offer_every_torso_kind():
+    assert set(configs.TORSOS) == set(torsos.KINDS)
