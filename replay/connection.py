@@ -13,6 +13,7 @@ from typing import Callable
 
 import reverb
 import tensorflow as tf
+from absl import logging
 
 PROBE_TIMEOUT_S = 2  # one ServerInfo call
 # What a Reverb operation raises when its server went away (a restart, a crash).
@@ -67,6 +68,8 @@ class ServerWatchdog:
 
     def start(self) -> 'ServerWatchdog':
         self._thread.start()
+        logging.info('watching the Reverb server at %s (%.0f s without an answer ends the role)',
+                     self._address, self._timeout_s)
         return self
 
     def stop(self) -> None:

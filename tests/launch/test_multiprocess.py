@@ -254,10 +254,24 @@ def test_role_exits_with_one_error_when_the_server_stays_away(role, tmp_path, er
                                   f'--replay_address=127.0.0.1:{port}', '--reconnect_timeout_s=3',
                                   logdir, *SMALL], stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE, text=True)
-        time.sleep(8)  # connected and waiting
+        lines = []
+        watching = threading.Event()
+
+        def read_stderr():
+            for line in child.stderr:
+                lines.append(line)
+                if 'watching the Reverb server' in line:
+                    watching.set()
+
+        reader = threading.Thread(target=read_stderr, daemon=True)
+        reader.start()
+        # Connected and waiting (starting takes seconds more on a loaded machine).
+        assert watching.wait(90), ''.join(lines)[-2000:]
         assert child.poll() is None
         replay.kill()
-        _, stderr = child.communicate(timeout=60)
+        child.wait(timeout=60)
+        reader.join(timeout=10)
+        stderr = ''.join(lines)
     finally:
         replay.kill()
     assert child.returncode == 1, stderr[-2000:]
