@@ -19,7 +19,8 @@ Signatures (all batched; names are the inputs' and outputs' keys):
 Actions and `prev_action` are in the environment's format (`Discrete`: the
 integer including `start`; `MultiDiscrete`: the integer array; `Box`: the
 float array clipped to the bounds; a SAC policy's squashed action is rescaled
-to them, and only SAC's actor is exported, never its critics). At an episode's first step pass the
+to them; SAC exports its actor only, or, with `--discrete_policy=critic`, the critics
+and temperatures its softmax(Q / alpha) policy acts with). At an episode's first step pass the
 initial state, zero `prev_action` and `prev_reward`, which is what the
 library's core sees there. Observations must be one tensor (a `Box` or
 `Discrete` space) and actions one `Discrete`, `MultiDiscrete` or `Box`.

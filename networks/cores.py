@@ -11,6 +11,11 @@
   (`PolicyHead`, always), and optionally a baseline (`BaselineHead`), Q values
   (`QHead`) and an advantage A(x, a) (`AdvantageHead`).
 
+With `soft_q_policy` (discrete SAC as ALF does it) the policy head is a
+`SoftQPolicyHead` instead: critics and temperatures whose per-branch logits are
+min over replicas Q_b(s, .) / alpha_b; the torso is then the critics' shared
+observation encoder, and the core has no previous step, memory or other head.
+
 `ActorCriticCore.parts` lists them (`CoreParts`), which is how
 `networks.numpy_core` builds its mirror. One module serves the actors
 (`__call__`, one step for a batch of environments) and the learner (`unroll`,
@@ -26,6 +31,7 @@ import gymnasium as gym
 import sonnet as snt
 import tensorflow as tf
 
+from networks.critics import CriticEnsemble
 from networks.distributions import ActionSpace, UnsupportedSpaceError
 from networks.normalizer import RunningNormalizer
 from networks.observations import ObservationTorso, observation_spec
@@ -207,13 +213,62 @@ class AdvantageHead(snt.nets.MLP):
         return tf.squeeze(super().__call__(tf.concat([features, action], -1)), -1)
 
 
+class SoftQPolicySpec(NamedTuple):
+    """What a `SoftQPolicyHead` is built from (`ActorCriticCore(soft_q_policy=...)`)."""
+    num_replicas: int  # critics; the policy takes the minimum over them
+    hidden_sizes: Tuple[int, ...]  # each critic's MLP
+    initial_log_alpha: float  # every branch's log temperature at the start
+
+
+class SoftQPolicyHead(snt.Module):
+    """A policy with no actor network (ALF's SAC for purely discrete actions):
+    per branch b, logits = min over replicas Q_b(s, .) / alpha_b.
+
+    Owns the critics (`critics`, a `networks.critics.CriticEnsemble` with one
+    output per action of each branch) and the temperatures (`log_alpha` `[branches]`),
+    so a core with this head acts with nothing but its own variables; a learner
+    trains both in place. Its input is the critics' encoding of the observation
+    (`critics.encoder`, which the core uses as its torso): `[N, E]` -> per-branch
+    logits `[N, n_b]`. Alpha enters as a constant (no gradient), as in ALF.
+    """
+
+    def __init__(self, observation_space: gym.Space, action_space: ActionSpace,
+                 spec: SoftQPolicySpec, torso: str = 'auto', name: str = 'soft_q_policy_head'):
+        super().__init__(name=name)
+        if not all(leaf.discrete for leaf in action_space.leaves):
+            raise UnsupportedSpaceError(
+                f'a policy from the critics (softmax(Q / alpha)) needs purely discrete actions '
+                f'(Discrete or MultiDiscrete), got {action_space.space}')
+        self.action_space = action_space
+        self._branch_sizes = [leaf.size for leaf in action_space.leaves]
+        self.critics = CriticEnsemble(observation_space, int(spec.num_replicas),
+                                      tuple(spec.hidden_sizes), sum(self._branch_sizes), torso,
+                                      name='critics')
+        self.log_alpha = tf.Variable(
+            tf.fill([len(self._branch_sizes)], float(spec.initial_log_alpha)), name='log_alpha')
+
+    @property
+    def encoder(self) -> ObservationTorso:
+        return self.critics.encoder
+
+    def q_values(self, features: tf.Tensor) -> tf.Tensor:
+        """The encoder's output `[N, E]` -> every replica's Q `[R, N, sum n_b]`."""
+        return self.critics.from_encoding(features)
+
+    def __call__(self, features: tf.Tensor) -> Tuple[tf.Tensor, ...]:
+        q_min = tf.reduce_min(self.q_values(features), 0)
+        alpha = tf.stop_gradient(tf.exp(self.log_alpha))
+        return tuple(q / alpha[b] for b, q in
+                     enumerate(tf.split(q_min, self._branch_sizes, axis=-1)))
+
+
 class CoreParts(NamedTuple):
     """An `ActorCriticCore`'s parts in the order data flows through them; None: absent."""
     normalizer: Optional[RunningNormalizer]  # torso: standardises a vector observation
     torso: ObservationTorso  # torso: observation nest `[N, ...]` -> features `[N, F]`
     previous_step: Optional[PreviousStep]  # + previous action and reward
     memory: Optional[LSTMMemory]  # None: feed-forward
-    policy_head: PolicyHead
+    policy_head: Any  # PolicyHead, or SoftQPolicyHead (critics and temperatures)
     baseline_head: Optional[BaselineHead]
     q_head: Optional[QHead]
     advantage_head: Optional[AdvantageHead]
@@ -234,6 +289,7 @@ class ActorCriticCore(snt.RNNCore):
                  baseline: bool = True,
                  normalize_observations: bool = False,
                  reward_transform: Optional[RewardTransform] = None,
+                 soft_q_policy: Optional[SoftQPolicySpec] = None,
                  name: Optional[str] = None):
         """`num_q_values > 0` adds a Q head (one value per discrete action, ACER);
         `advantage_hidden_sizes` adds an A(x, a) MLP (ACER's SDN, continuous);
@@ -245,8 +301,17 @@ class ActorCriticCore(snt.RNNCore):
         the learner updates; `reward_transform` (scaling, clipping mode: one of
         `REWARD_CLIPPINGS`) scales and clips the previous reward before the core sees
         it, as `agents.returns.transform_rewards` does for the learner (None: raw;
-        ignored with `condition_on_previous=False`)."""
+        ignored with `condition_on_previous=False`); `soft_q_policy` makes the policy
+        head a `SoftQPolicyHead` (critics with `torso`, softmax(min Q / alpha), purely
+        discrete actions) whose encoder is the torso (`hidden_sizes` unused); it needs
+        `lstm_size=0`, `condition_on_previous=False`, `baseline=False` and no Q or
+        advantage head."""
         super().__init__(name=name)
+        if soft_q_policy is not None and (lstm_size or condition_on_previous or baseline
+                                          or num_q_values or advantage_hidden_sizes is not None):
+            raise ValueError('a soft-Q policy core is feed-forward with no other head: '
+                             'lstm_size=0, condition_on_previous=False, baseline=False, '
+                             'no Q or advantage head')
         self._action_space = action_space
         self.observation_space = observation_space
         self.condition_on_previous = condition_on_previous
@@ -261,7 +326,11 @@ class ActorCriticCore(snt.RNNCore):
                     f'{observation_space}')
             self._normalizer = RunningNormalizer(int(observation_space.shape[0]),
                                                  name='observation_normalizer')
-        self._torso = ObservationTorso(observation_space, torso, hidden_sizes)
+        if soft_q_policy is None:
+            self._torso = ObservationTorso(observation_space, torso, hidden_sizes)
+        else:  # the critics' encoder, shared with the head
+            soft_q_head = SoftQPolicyHead(observation_space, action_space, soft_q_policy, torso)
+            self._torso = soft_q_head.encoder
         # Conditioning on the previous step.
         check_reward_transform(reward_transform)  # also when unused: a bad value is a bug
         self._previous_step = (PreviousStep(action_space, reward_transform)
@@ -269,7 +338,7 @@ class ActorCriticCore(snt.RNNCore):
         # Memory.
         self._lstm = LSTMMemory(lstm_size) if lstm_size > 0 else None
         # Heads.
-        self._policy_head = PolicyHead(action_space)
+        self._policy_head = PolicyHead(action_space) if soft_q_policy is None else soft_q_head
         self._baseline_head = BaselineHead() if baseline else None
         self._q_head = QHead(num_q_values) if num_q_values else None
         self._advantage_net = (None if advantage_hidden_sizes is None
@@ -293,6 +362,8 @@ class ActorCriticCore(snt.RNNCore):
     @property
     def features_size(self) -> int:
         """Width of `AgentOutput.features` (the heads' input); needs built variables."""
+        if isinstance(self._policy_head, SoftQPolicyHead):
+            return self._policy_head.critics.input_size
         return int(self._policy_head.w.shape[0])
 
     @property

@@ -90,3 +90,19 @@ class CriticEnsemble(snt.Module):
         if memory is not None:
             parts.append(memory)
         return self._mlps(tf.concat(parts + [continuous_action], -1))
+
+    @property
+    def encoder(self) -> ObservationTorso:
+        """The observation encoder the replicas share (a core may use it as its torso:
+        `networks.cores.SoftQPolicyHead`)."""
+        return self._encoder
+
+    @property
+    def input_size(self) -> int:
+        """Width of the replicas' MLP input (encoding, memory, action); needs built variables."""
+        return int(self._mlps._weights[0].shape[1])
+
+    def from_encoding(self, encoded: tf.Tensor) -> tf.Tensor:
+        """`[N, E]` (the encoder's output, no memory, no continuous action) ->
+        `[R, N, num_outputs]`: the same values as `__call__` for purely discrete actions."""
+        return self._mlps(encoded)

@@ -5,8 +5,8 @@ from typing import Any, Callable, Optional, Tuple
 from agents import configs, contract
 from agents.sac.config import SACConfig
 from agents.sac.learning import SACLearner, metric_names
-from networks.cores import ActorCriticCore
-from networks.distributions import ActionSpace
+from networks.cores import ActorCriticCore, SoftQPolicySpec
+from networks.distributions import ActionSpace, UnsupportedSpaceError
 
 
 class SAC(contract.Agent):
@@ -41,6 +41,21 @@ class SAC(contract.Agent):
 
     def build_core(self, observation_space: Any, action_space: ActionSpace,
                    config: SACConfig) -> ActorCriticCore:
+        if config.discrete_policy == 'critic':
+            # ALF's discrete SAC: no actor network. The core holds the online critics
+            # and the temperatures and acts with softmax(min_r Q_r(s, .) / alpha); the
+            # learner trains them in place, so actors and the export get them.
+            if not action_space.is_discrete:
+                raise UnsupportedSpaceError(
+                    f"--discrete_policy=critic needs purely discrete actions (Discrete or "
+                    f"MultiDiscrete), got {action_space.space}; use --discrete_policy=actor")
+            return ActorCriticCore(
+                observation_space, action_space, torso=config.torso, hidden_sizes=(),
+                lstm_size=0, condition_on_previous=False, baseline=False,
+                normalize_observations=config.normalize,
+                soft_q_policy=SoftQPolicySpec(config.num_critic_replicas,
+                                              tuple(config.critic_hidden_sizes),
+                                              config.initial_alpha_log))
         # The actor only: no value head (the critics belong to the learner and are
         # never exported). Feed-forward: pi(a | s); recurrent: the LSTM also sees the
         # previous action and reward, as meta-RL cores do.

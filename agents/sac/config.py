@@ -8,6 +8,8 @@ Defaults follow Stable-Baselines3 / the SAC paper for continuous control
 from alpha = 1) with rl-zoo's Adam step of 1e-3 and a short random warm-up
 (small tasks learn in a few thousand steps; use 3e-4 for MuJoCo-size tasks) and ML-Agents for discrete branches (target
 entropy = `discrete_target_entropy_scale * log(n)` per branch).
+`discrete_policy='critic'` replaces the categorical actor of purely discrete
+actions by ALF's policy softmax(min over critics Q / alpha), with no actor.
 """
 
 import dataclasses
@@ -17,6 +19,10 @@ from typing import Any, Optional, Tuple
 from agents import configs
 from agents.configs import field, require, sub_config
 from replay.dataset import split_batch
+
+
+# `discrete_policy`: a learned categorical actor, or the critics' softmax(Q / alpha).
+DISCRETE_POLICIES = ('actor', 'critic')
 
 
 def _replay_defaults() -> configs.ReplayConfig:
@@ -56,6 +62,9 @@ class SACConfig:
         0.005, 'target <- tau * online + (1 - tau) * target (CartPole learns with 0.05)')
     target_update_period: int = field(1, 'learner steps between target updates')
     # Actor.
+    discrete_policy: str = field(
+        'actor', "'actor' (a learned categorical actor, ML-Agents) or 'critic' (softmax(Q / alpha) "
+        "of the critics, no actor network, ALF; purely discrete actions, feed-forward)")
     hidden_sizes: Tuple[int, ...] = field((256, 256), "the actor's MLP torso")
     lstm_size: int = field(0, 'actor LSTM units; > 0 makes SAC recurrent (partially observed tasks)')
     burn_in: int = field(0, 'steps that warm up the stored core state before the learned ones (R2D2)')
@@ -95,6 +104,7 @@ class SACConfig:
         configs.require_choice('torso', self.torso, configs.TORSOS)
         configs.require_choice('prev_reward_input', self.prev_reward_input,
                                configs.PREV_REWARD_INPUTS)
+        configs.require_choice('discrete_policy', self.discrete_policy, DISCRETE_POLICIES)
         configs.require_sizes('hidden_sizes', self.hidden_sizes)
         configs.require_sizes('critic_hidden_sizes', self.critic_hidden_sizes)
         checks = [
@@ -115,6 +125,12 @@ class SACConfig:
              f'dqda_clipping must be positive (unset: off), got {self.dqda_clipping}'),
             (self.reward_weights is None or len(self.reward_weights) >= 1,
              'reward_weights must hold at least one number'),
+            (self.discrete_policy == 'actor' or self.lstm_size == 0,
+             f"discrete_policy='critic' acts from the critics of the observation alone: it "
+             f"needs a feed-forward agent (lstm_size 0), got lstm_size {self.lstm_size}"),
+            (self.discrete_policy == 'actor' or self.reward_weights is None,
+             "discrete_policy='critic' learns scalar rewards only (reward_weights unset), got "
+             f"{self.reward_weights}"),
             (self.replay.replay_size >= self.min_replay_size,
              f'replay_size ({self.replay.replay_size}) must hold learning_starts '
              f'({self.learning_starts} transitions)'),

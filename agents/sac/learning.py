@@ -13,6 +13,19 @@ Action types (see `networks.distributions`, with `squash=True`):
   alpha_d), the policy ALF computes from the critics directly: here the
   actor alone acts (and is exported), with no critic at acting time.
 
+`discrete_policy='critic'` (purely discrete actions, feed-forward; ALF's
+discrete SAC): no actor network. The core's policy head is a
+`networks.cores.SoftQPolicyHead` that owns the online critics and the
+temperatures and acts with softmax(min_r Q_r(s, .) / alpha_b) per branch; this
+learner trains those variables in place (they are `self.critics` and
+`self.log_alpha`), keeps its own target critics, and has no actor loss or
+actor update. The same policy (from the online critics, alpha a constant)
+gives the expectation and the entropy bonus of the targets (V(s') = sum_a
+pi(a|s') (min_r Q'_r(s', a) - alpha log pi(a|s'))) and the entropy of the
+temperature loss; as everywhere here the expectations are exact where ALF
+uses the sampled action's log pi (the same expectation). What acts, what is
+published and what is exported is the core: critics and temperatures included.
+
 One step computes every loss from the same parameters, then applies the
 critics', the actor's and the temperatures' Adam updates, and moves the
 target critics every `target_update_period` steps. The batch is sequences of
@@ -56,8 +69,8 @@ from agents.learner_base import LearnerBase
 from agents.sac import losses
 from agents.sac.config import SACConfig, resolve_target_entropy
 from networks.critics import CriticEnsemble
-from networks.cores import ActorCriticCore, CoreInputs
-from networks.distributions import ActionSpace, sample_squashed
+from networks.cores import ActorCriticCore, CoreInputs, SoftQPolicyHead
+from networks.distributions import ActionSpace, UnsupportedSpaceError, sample_squashed
 from networks.observations import observation_spec
 from replay import trajectory
 from replay.dataset import Batch
@@ -90,7 +103,8 @@ def _merge(x: tf.Tensor) -> tf.Tensor:
 class SACLearner(LearnerBase):
     """Owns the actor core, the critics and their targets, the temperatures,
     three optimisers and the counters. `self.optimizer` (from `LearnerBase`) is
-    the critics'."""
+    the critics'. With `discrete_policy='critic'` the core owns the online critics
+    and the temperatures (`SoftQPolicyHead`) and there is no actor optimiser."""
 
     def __init__(self, core: ActorCriticCore, action_space: ActionSpace, config: SACConfig):
         super().__init__(config, name='sac_learner')
@@ -108,8 +122,25 @@ class SACLearner(LearnerBase):
                    if self._continuous else [])
         targets += [resolve_target_entropy(config, 'discrete', n) for n in self._branch_sizes]
         self.target_entropy = tf.constant(targets, tf.float32)
-        self.log_alpha = tf.Variable(tf.fill([len(targets)], config.initial_alpha_log),
-                                     name='log_alpha')
+        # 'critic': the policy is the core's SoftQPolicyHead, which owns the online
+        # critics and the temperatures; this learner trains them in place.
+        self._critic_policy = config.discrete_policy == 'critic'
+        soft_q_head = core.parts.policy_head if self._critic_policy else None
+        if self._critic_policy:
+            if self._continuous:
+                raise UnsupportedSpaceError(
+                    f"discrete_policy='critic' needs purely discrete actions, got "
+                    f"{action_space.space}")
+            if not isinstance(soft_q_head, SoftQPolicyHead):
+                raise ValueError("discrete_policy='critic' needs a core whose policy head is a "
+                                 "SoftQPolicyHead (agents.sac.agent.SAC.build_core)")
+            if soft_q_head.log_alpha.shape != (len(targets),):
+                raise ValueError(f'the core has {soft_q_head.log_alpha.shape[0]} temperatures, '
+                                 f'the action space {len(targets)} branches')
+            self.log_alpha = soft_q_head.log_alpha
+        else:
+            self.log_alpha = tf.Variable(tf.fill([len(targets)], config.initial_alpha_log),
+                                         name='log_alpha')
         if config.normalize_entropy_reward:
             # ALF's ScalarAdaptiveNormalizer(unit_std=True) of log pi, one per group:
             # the running mean of each group's entropy and the updates it has seen.
@@ -130,7 +161,7 @@ class SACLearner(LearnerBase):
                                   config.critic_hidden_sizes, num_outputs, config.torso,
                                   name=name)
 
-        self.critics = critics('critics')
+        self.critics = soft_q_head.critics if self._critic_policy else critics('critics')
         self.target_critics = critics('target_critics')
         self._create_critic_variables(observation_space)
 
@@ -139,7 +170,9 @@ class SACLearner(LearnerBase):
 
         self.actor_learning_rate = lr_variable(config.actor_learning_rate, 'actor_learning_rate')
         self.alpha_learning_rate = lr_variable(config.alpha_learning_rate, 'alpha_learning_rate')
-        self.actor_optimizer = self.make_optimizer(self.actor_learning_rate)
+        # No actor network to train with discrete_policy='critic'.
+        self.actor_optimizer = (None if self._critic_policy
+                                else self.make_optimizer(self.actor_learning_rate))
         self.alpha_optimizer = self.make_optimizer(self.alpha_learning_rate)
 
     def _create_critic_variables(self, observation_space) -> None:
@@ -416,17 +449,25 @@ class SACLearner(LearnerBase):
             critic_losses = losses.critic_loss(q_taken, targets, mask)  # [R]
             critic_loss = tf.reduce_sum(critic_losses)
 
-        actor_variables = self.core.trainable_variables
-        *actor_gradients, alpha_gradient = actor_tape.gradient(
-            actor_and_alpha_loss, actor_variables + (self.log_alpha,))
         critic_variables = self.critics.trainable_variables
-        gradients = critic_tape.gradient(
-            critic_loss, critic_variables + (actor_variables if learn_memory else ()))
-        critic_gradients = gradients[:len(critic_variables)]
-        if learn_memory:  # the torso and LSTM learn from both losses
-            actor_gradients = [a if m is None else a + m for a, m in
-                               zip(actor_gradients, gradients[len(critic_variables):])]
-        self.actor_optimizer.apply(actor_gradients, actor_variables)
+        if self._critic_policy:
+            # No actor: the core's trainable variables are the critics and the
+            # temperatures, which only the critic and temperature losses train. The
+            # actor loss is not a loss here (its value is the value estimate).
+            alpha_gradient = actor_tape.gradient(alpha_loss, self.log_alpha)
+            critic_gradients = critic_tape.gradient(critic_loss, critic_variables)
+            actor_loss = tf.zeros([])
+        else:
+            actor_variables = self.core.trainable_variables
+            *actor_gradients, alpha_gradient = actor_tape.gradient(
+                actor_and_alpha_loss, actor_variables + (self.log_alpha,))
+            gradients = critic_tape.gradient(
+                critic_loss, critic_variables + (actor_variables if learn_memory else ()))
+            critic_gradients = gradients[:len(critic_variables)]
+            if learn_memory:  # the torso and LSTM learn from both losses
+                actor_gradients = [a if m is None else a + m for a, m in
+                                   zip(actor_gradients, gradients[len(critic_variables):])]
+            self.actor_optimizer.apply(actor_gradients, actor_variables)
         self.alpha_optimizer.apply([alpha_gradient], [self.log_alpha])
         if config.max_log_alpha is not None:
             self.log_alpha.assign(tf.minimum(self.log_alpha, config.max_log_alpha))

@@ -490,3 +490,179 @@ def test_step_reports_learning_rates_value_estimate_and_value_loss(name):
     # V(s) = E_pi[Q - alpha log pi] is minus the actor's loss (same sample, same rows).
     assert metrics['policy/value_estimate'] == pytest.approx(-metrics['losses/actor'],
                                                              rel=1e-5, abs=1e-6)
+
+
+# --- discrete_policy='critic': ALF's softmax(Q / alpha) policy, no actor ----------
+
+def make_critic_policy_learner(space, **overrides):
+    """A SAC learner whose core is built by the agent with discrete_policy='critic'."""
+    from agents import registry
+    agent = registry.get('sac')
+    action_space = ActionSpace(space, squash=True)
+    config = SACConfig(**{'hidden_sizes': (16,), 'critic_hidden_sizes': (16, 16),
+                          'batch_size': B, 'discrete_policy': 'critic', **overrides})
+
+    def make_core():
+        core = agent.build_core(OBS_SPACE, action_space, config)
+        core.create_variables()
+        return core
+
+    return agent.build_learner(make_core, action_space, config), action_space
+
+
+def _np_critics(ensemble, observation):
+    """A `CriticEnsemble` over a vector observation, in numpy: `[R, N, outputs]`."""
+    by_name = {v.name.split('/')[-1].split(':')[0]: v.numpy() for v in ensemble.variables}
+    layers = len([k for k in by_name if k.startswith('w_')])
+    x = np.broadcast_to(observation, (by_name['w_0'].shape[0],) + observation.shape)
+    for i in range(layers):
+        x = x @ by_name[f'w_{i}'] + by_name[f'b_{i}']
+        if i < layers - 1:
+            x = np.maximum(x, 0.0)
+    return x
+
+
+def _randomize_critic_policy(learner, alphas):
+    """Different online and target critics (so the test tells them apart), spread
+    enough that the soft-Q policies are far from uniform."""
+    for i, v in enumerate(learner.critics.trainable_variables):
+        v.assign(tf.random.stateless_normal(v.shape, [3, i]) * 0.8)
+    for i, v in enumerate(learner.target_critics.variables):
+        v.assign(tf.random.stateless_normal(v.shape, [5, i]) * 0.8)
+    learner.log_alpha.assign(np.log(alphas))
+
+
+BRANCHES = {'discrete': [3], 'multi_discrete': [2, 4]}
+ALPHAS = {'discrete': [0.4], 'multi_discrete': [0.3, 0.7]}
+
+
+def _np_soft_q_log_policy(q, alphas, sizes):
+    """ALF's policy per branch: log softmax(min_r Q_r / alpha_b) from `[R, N, sum n]`."""
+    q_min = q.min(0)
+    branches = np.split(q_min, np.cumsum(sizes)[:-1], axis=-1)
+    return [_np_log_softmax(qb / a) for qb, a in zip(branches, alphas)], branches
+
+
+@pytest.mark.parametrize('name', sorted(BRANCHES))
+def test_critic_policy_targets_and_temperature_loss_match_alf_in_numpy(name):
+    """discrete_policy='critic', against a numpy port of ALF's formulas: pi_b(.|s) =
+    softmax(min_r Q_r,b(s, .) / alpha_b) of the *online* critics, V(s') = sum_a pi(a|s')
+    (min_r Q'_r(s', a) - alpha log pi(a|s')) of the *target* critics (branch mean),
+    y = scale r + gamma d V(s'); the temperature loss sum_b log alpha_b mean(H_b(s) -
+    target_b) over valid rows; no actor loss. Row 0 terminates, row 2 is a placeholder."""
+    sizes, alphas = BRANCHES[name], ALPHAS[name]
+    learner, space = make_critic_policy_learner(SPACES[name], discounting=0.9,
+                                                reward_scaling=2.0)
+    _randomize_critic_policy(learner, alphas)
+    batch = make_batch(space, seed=3)
+    steps = batch.sequence.steps
+    steps.discount[0, 0] = 0.0
+    steps.first[1, 2] = True
+    valid = np.arange(B) != 2
+
+    # numpy: the next observation's soft value from the target critics under the policy
+    # of the online critics.
+    next_log_pi, _ = _np_soft_q_log_policy(_np_critics(learner.critics, steps.observation[1]),
+                                           alphas, sizes)
+    _, target_q = _np_soft_q_log_policy(
+        _np_critics(learner.target_critics, steps.observation[1]), alphas, sizes)
+    value = sum((np.exp(lp) * (qb - a * lp)).sum(-1)
+                for lp, qb, a in zip(next_log_pi, target_q, alphas)) / len(sizes)
+    expected = 2.0 * steps.reward[0] + 0.9 * steps.discount[0] * value
+    got = learner.critic_targets(steps, [tf.constant(a) for a in alphas]).numpy()[0]
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    assert got[0] == pytest.approx(2.0 * steps.reward[0, 0])
+
+    log_pi, q_branches = _np_soft_q_log_policy(_np_critics(learner.critics,
+                                                           steps.observation[0]), alphas, sizes)
+    entropies = [-(np.exp(lp) * lp).sum(-1) for lp in log_pi]
+    target_entropy = [0.2 * np.log(n) for n in sizes]
+    expected_alpha_loss = sum(np.log(a) * (h[valid] - t).mean()
+                              for a, h, t in zip(alphas, entropies, target_entropy))
+    soft_value = sum((np.exp(lp) * (qb - a * lp)).sum(-1)
+                     for lp, qb, a in zip(log_pi, q_branches, alphas)) / len(sizes)
+    metrics = {k: float(v) for k, v in learner.step(batch).items()}
+    assert metrics['losses/actor'] == 0.0
+    assert metrics['losses/alpha'] == pytest.approx(expected_alpha_loss, rel=1e-4)
+    assert metrics['policy/target_mean'] == pytest.approx(expected[valid].mean(), rel=1e-4)
+    assert metrics['policy/value_estimate'] == pytest.approx(soft_value[valid].mean(),
+                                                             rel=1e-4)
+    for b, h in enumerate(entropies):
+        assert metrics[f'policy/entropy_branch_{b}'] == pytest.approx(h[valid].mean(),
+                                                                      rel=1e-4)
+    # The entropies are far from uniform and from each other's rows (the test can fail).
+    assert abs(entropies[0][valid].mean() - np.log(sizes[0])) > 0.05
+
+
+@pytest.mark.parametrize('name', sorted(BRANCHES))
+def test_critic_policy_core_logits_are_min_q_over_alpha(name):
+    """The acting core's logits are min over replicas of its own critics' Q / alpha, per
+    branch, when acting (`__call__`) and when unrolled; it has no actor variables, and the
+    numpy mirror refuses it (actors act through TF)."""
+    from networks.cores import SoftQPolicyHead
+    from networks.numpy_core import NumpyCore
+    sizes, alphas = BRANCHES[name], ALPHAS[name]
+    learner, space = make_critic_policy_learner(SPACES[name])
+    _randomize_critic_policy(learner, alphas)
+    core = learner.core
+    head = core.parts.policy_head
+    assert isinstance(head, SoftQPolicyHead)
+    assert head.critics is learner.critics and head.log_alpha is learner.log_alpha
+    assert core.parts.torso is head.critics.encoder
+    assert {v.ref() for v in core.variables} == (
+        {v.ref() for v in learner.critics.variables} | {learner.log_alpha.ref()})
+    assert not any('target' in v.name for v in core.variables)
+
+    observation = np.random.default_rng(0).uniform(-1, 1, (B, 3)).astype(np.float32)
+    q = _np_critics(head.critics, observation)  # [R, B, sum n], by hand
+    expected = np.split(q.min(0), np.cumsum(sizes)[:-1], axis=-1)
+    inputs = CoreInputs(observation, tuple(np.zeros([B], np.int32) for _ in sizes),
+                        np.zeros([B], np.float32), np.zeros([B], bool))
+    out, _ = core(inputs, ())
+    for got, qb, a in zip(out.policy_params, expected, alphas):
+        np.testing.assert_allclose(got.numpy(), qb / a, rtol=1e-5, atol=1e-5)
+    unrolled, _ = core.unroll(tf.nest.map_structure(lambda x: x[None], inputs), ())
+    for got, qb, a in zip(unrolled.policy_params, expected, alphas):
+        np.testing.assert_allclose(got.numpy()[0], qb / a, rtol=1e-5, atol=1e-5)
+    assert not NumpyCore.supports(core)
+    with pytest.raises(ValueError, match='SoftQPolicyHead'):
+        NumpyCore(core, space, seed=0)
+
+
+def test_critic_policy_trains_the_cores_critics_and_temperatures_and_checkpoints(tmp_path):
+    learner, space = make_critic_policy_learner(SPACES['multi_discrete'])
+    batch = make_batch(space)
+    before = [v.numpy().copy() for v in learner.core.trainable_variables]
+    targets_before = [v.numpy().copy() for v in learner.target_critics.variables]
+    for _ in range(3):
+        metrics = learner.step(batch)
+    assert all(np.isfinite(float(v)) for v in metrics.values())
+    # What the actors receive (the core's variables) is what the learner trained.
+    assert all(not np.allclose(b, v.numpy()) for b, v in
+               zip(before, learner.core.trainable_variables))
+    assert all(not np.allclose(b, v.numpy()) for b, v in
+               zip(targets_before, learner.target_critics.variables))
+    assert learner.actor_optimizer is None
+    path = tf.train.Checkpoint(learner=learner).save(str(tmp_path / 'ckpt'))
+    restored, _ = make_critic_policy_learner(SPACES['multi_discrete'])
+    restored.step(make_batch(space, seed=9))  # builds the optimiser slots
+    tf.train.Checkpoint(learner=restored).restore(path).assert_consumed()
+    for a, b in zip(learner.variables, restored.variables):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert restored.core.parts.policy_head.critics is restored.critics
+
+
+def test_critic_policy_is_refused_where_alf_has_no_such_policy():
+    from agents import registry
+    from networks.distributions import UnsupportedSpaceError
+    with pytest.raises(ValueError, match='discrete_policy'):
+        SACConfig(discrete_policy='q')
+    with pytest.raises(ValueError, match='lstm_size'):
+        SACConfig(discrete_policy='critic', lstm_size=8)
+    with pytest.raises(ValueError, match='reward_weights'):
+        SACConfig(discrete_policy='critic', reward_weights=(1.0, 1.0))
+    config = SACConfig(discrete_policy='critic')
+    for name in ('continuous', 'mixed'):
+        with pytest.raises(UnsupportedSpaceError, match='discrete_policy'):
+            registry.get('sac').build_core(OBS_SPACE, ActionSpace(SPACES[name], squash=True),
+                                           config)
