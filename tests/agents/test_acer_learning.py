@@ -286,28 +286,6 @@ def test_entropy_is_inside_pi_loss_coef():
     np.testing.assert_allclose(metrics['loss/total_loss'].numpy(), total, rtol=1e-4)
 
 
-def test_entropy_gradient_is_weighted_by_pi_loss_coef():
-    """With the policy loss and the Q loss at zero (a zero Q head and zero rewards
-    make every advantage 0, Q_loss_coef is 0), the gradient is
-    pi_loss_coef * beta * d(-entropy)/d(variables): its norm scales with pi_loss_coef."""
-    norms = []
-    for pi_loss_coef in (1.0, 2.0):
-        tf.random.set_seed(0)  # the same network for every coefficient
-        learner, core, space = make_learner(0, pi_loss_coef=pi_loss_coef, beta=0.5,
-                                            Q_loss_coef=0.0)
-        for v in core.variables:  # Q(x, .) = 0, so V = 0 and Q_ret = 0
-            if 'q_head' in v.name:
-                v.assign(tf.zeros_like(v))
-        batch = make_batch(core, space)
-        steps = batch.sequence.steps._replace(reward=np.zeros((T + 1, B), np.float32))
-        batch = batch._replace(sequence=batch.sequence._replace(steps=steps))
-        metrics = learner.step(batch)
-        np.testing.assert_allclose(metrics['loss/policy'].numpy(), 0.0, atol=1e-7)
-        norms.append(float(metrics['grad_norm'].numpy()))
-    assert norms[0] > 0.0
-    np.testing.assert_allclose(norms[1], 2.0 * norms[0], rtol=1e-5)
-
-
 def _gaussian_log_prob(stats, action):
     """Diagonal Gaussian, stats `[..., 2 d]` = (mean, log-std), summed over d."""
     mean, log_std = np.split(stats, 2, -1)

@@ -107,6 +107,8 @@ def test_weights_decide_what_sac_learns(tmp_path, weights, goal, run_script, err
     # The weighted return of a deterministic policy: 0 at the goal, -9.7 for
     # uniform random actions, -25.6 at the other goal.
     assert summary['eval_return_mean'] > -1.0, summary
+    if goal < 0:
+        return  # evaluate.py is checked on one of the two weightings
 
     # The exported actor, run by evaluate.py (no library import; the environment's
     # module registers it), gives the same weighted return: the task is deterministic.
