@@ -203,9 +203,9 @@ def test_killed_learner_resumes_from_its_checkpoint(runs, tmp_path):
 
 @pytest.mark.parametrize('agent_args', [
     ['--agent=acer', '--num_envs=4', '--lstm_size=8', '--hidden_sizes=16', '--batch_size=4',
-     '--unroll_length=5', '--replay_start_size=100', '--num_steps=3000'],
+     '--unroll_length=5', '--replay_start_size=100', '--num_steps=1500'],
     ['--agent=sac', '--env=Pendulum-v1', '--num_envs=4', '--hidden_sizes=16',
-     '--critic_hidden_sizes=16', '--batch_size=32', '--num_steps=2000'],
+     '--critic_hidden_sizes=16', '--batch_size=32', '--num_steps=1200'],
 ], ids=['acer', 'sac'])
 def test_every_agent_runs_multiprocess(runs, tmp_path, agent_args):
     logdir = str(tmp_path / 'run')
