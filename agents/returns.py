@@ -4,20 +4,14 @@ from typing import Optional
 
 import tensorflow as tf
 
-REWARD_CLIPPINGS = ('abs_one', 'soft_asymmetric', 'none')
+from networks.cores import REWARD_CLIPPINGS, transform_reward
 
+__all__ = ['REWARD_CLIPPINGS', 'clip_rewards', 'transform_rewards', 'n_step_targets']
 
 def clip_rewards(r_t: tf.Tensor, mode: str) -> tf.Tensor:
-    """`abs_one`: clip to [-1, 1]; `soft_asymmetric`: IMPALA's squashing; `none`."""
-    if mode == 'abs_one':
-        return tf.clip_by_value(r_t, -1.0, 1.0)
-    if mode == 'soft_asymmetric':
-        squeezed = tf.tanh(r_t / 5.0)
-        # Negative rewards are penalised more than positive ones are rewarded.
-        return tf.where(r_t < 0, 0.3 * squeezed, squeezed) * 5.0
-    if mode == 'none':
-        return r_t
-    raise ValueError(f'unknown reward_clipping {mode!r}; choose one of {REWARD_CLIPPINGS}')
+    """`abs_one`: clip to [-1, 1]; `soft_asymmetric`: IMPALA's squashing (negative
+    rewards penalised more than positive ones are rewarded); `none`. Any shape."""
+    return transform_reward(r_t, 1.0, mode)
 
 
 def transform_rewards(r_t: tf.Tensor, scaling: float, mode: str) -> tf.Tensor:
@@ -25,8 +19,10 @@ def transform_rewards(r_t: tf.Tensor, scaling: float, mode: str) -> tf.Tensor:
 
     The CLEAR/IMPALA seed scales before it clips, so `abs_one` bounds the
     scaled reward; with `scaling=1` and `mode='none'` rewards pass unchanged.
+    The acting core applies the same function to its previous-reward input
+    (`networks.cores.PreviousStep`), so there is one formula.
     """
-    return clip_rewards(r_t * scaling, mode)
+    return transform_reward(r_t, scaling, mode)
 
 
 def n_step_targets(rewards: tf.Tensor, discounts: tf.Tensor, first: tf.Tensor,

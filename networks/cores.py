@@ -64,8 +64,9 @@ def _split(x: tf.Tensor, t_b: tf.Tensor) -> tf.Tensor:
 
 # --- the previous reward's transform ------------------------------------------------
 #
-# The same formula as `agents.returns.transform_rewards` (networks may not import
-# agents: tests/test_structure.py); tests/networks/test_cores.py checks they agree.
+# The learners' reward transform lives here, with the core that feeds it to the
+# LSTM, and `agents.returns` uses it (networks may not import agents:
+# tests/test_structure.py), so the learner and the core cannot disagree.
 
 REWARD_CLIPPINGS = ('abs_one', 'soft_asymmetric', 'none')
 RewardTransform = Tuple[float, str]  # (scaling, clipping mode)
@@ -98,7 +99,7 @@ def transform_reward(r: tf.Tensor, scaling: float, mode: str) -> tf.Tensor:
         return tf.where(x < 0, 0.3 * squeezed, squeezed) * 5.0
     if mode == 'none':
         return x
-    raise ValueError(f'unknown reward clipping {mode!r}; choose one of {REWARD_CLIPPINGS}')
+    raise ValueError(f'unknown reward_clipping {mode!r}; choose one of {REWARD_CLIPPINGS}')
 
 
 # --- the parts ----------------------------------------------------------------

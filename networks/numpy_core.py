@@ -284,7 +284,7 @@ def _transform_reward(r: np.ndarray, scaling: float, mode: str) -> np.ndarray:
         return np.where(x < 0, np.float32(0.3) * squeezed, squeezed) * np.float32(5.0)
     if mode == 'none':
         return x
-    raise ValueError(f'unknown reward clipping {mode!r}; choose one of {REWARD_CLIPPINGS}')
+    raise ValueError(f'unknown reward_clipping {mode!r}; choose one of {REWARD_CLIPPINGS}')
 
 
 class _PreviousStepMirror:
