@@ -236,9 +236,8 @@ class SACLearner(LearnerBase):
 
     def _replica_min(self, q: tf.Tensor) -> tf.Tensor:
         """Critic outputs `[R, ..., outputs * k]` -> the pessimistic value over replicas
-        `[..., outputs * k]`, per component in the direction of its weight."""
-        if self._reward_weights is None:
-            return tf.reduce_min(q, 0)
+        `[..., outputs * k]`, per component in the direction of its weight (scalar
+        rewards: the minimum)."""
         q_min = losses.replica_min(self._per_component(q), self._reward_weights)
         return tf.reshape(q_min, tf.shape(q)[1:])
 

@@ -8,32 +8,42 @@ from agents import returns
 from agents.sac import losses
 
 
-def _reference_n_step(rewards, discounts, first, next_values, gamma):
-    """The first transition's target, walking forward step by step."""
+def _reference_n_step(rewards, discounts, first, next_values, gamma, entropy=None):
+    """The first transition's target, walking forward step by step. With `entropy`
+    (ALF's multi-step soft target) every reward r_k gains gamma d_k e_k, e_k the
+    entropy reward of step k + 1's observation, and `next_values` are plain Q(s_{k+1})."""
     n, batch = rewards.shape
+    if entropy is None:
+        entropy = np.zeros_like(rewards)
     out = np.zeros(batch)
     for b in range(batch):
         total, scale = 0.0, 1.0
         for k in range(n):
-            total += scale * rewards[k, b]
+            total += scale * (rewards[k, b] + gamma * discounts[k, b] * entropy[k, b])
             scale *= gamma * discounts[k, b]
-            last = k == n - 1
-            placeholder_next = (not last) and first[k + 2, b]
-            if last or placeholder_next:
+            if k == n - 1 or first[k + 2, b]:
                 total += scale * next_values[k, b]  # V(s_{k+1})
                 break
         out[b] = total
     return out
 
 
-@pytest.mark.parametrize('n', [1, 2, 4])
-def test_n_step_targets_match_reference(n):
-    rng = np.random.default_rng(n)
-    batch = 64
-    rewards = rng.normal(size=(n, batch)).astype(np.float32)
+def _random_windows(seed, n, batch, k=None):
+    """Random n-step inputs: rewards and next values `[n, batch]` (`[n, batch, k]`
+    with components), discounts `[n, batch]` (0 at about one step in five), episode
+    starts `[n + 1, batch]` (about one in four)."""
+    rng = np.random.default_rng(seed)
+    shape = (n, batch) if k is None else (n, batch, k)
+    rewards = rng.normal(size=shape).astype(np.float32)
     discounts = (rng.uniform(size=(n, batch)) > 0.2).astype(np.float32)
     first = rng.uniform(size=(n + 1, batch)) < 0.25
-    next_values = rng.normal(size=(n, batch)).astype(np.float32)
+    next_values = rng.normal(size=shape).astype(np.float32)
+    return rng, rewards, discounts, first, next_values
+
+
+@pytest.mark.parametrize('n', [1, 2, 4])
+def test_n_step_targets_match_reference(n):
+    _, rewards, discounts, first, next_values = _random_windows(n, n, 64)
     got = returns.n_step_targets(tf.constant(rewards), tf.constant(discounts), tf.constant(first),
                                 tf.constant(next_values), 0.9)
     np.testing.assert_allclose(got.numpy(), _reference_n_step(rewards, discounts, first,
@@ -41,12 +51,8 @@ def test_n_step_targets_match_reference(n):
 
 
 def test_n_step_targets_of_reward_components_are_per_component_targets():
-    rng = np.random.default_rng(7)
     n, batch, k = 3, 32, 2
-    rewards = rng.normal(size=(n, batch, k)).astype(np.float32)
-    discounts = (rng.uniform(size=(n, batch)) > 0.2).astype(np.float32)
-    first = rng.uniform(size=(n + 1, batch)) < 0.25
-    next_values = rng.normal(size=(n, batch, k)).astype(np.float32)
+    _, rewards, discounts, first, next_values = _random_windows(7, n, batch, k)
     got = returns.n_step_targets(tf.constant(rewards), tf.constant(discounts[..., None]),
                                 tf.constant(first[..., None]), tf.constant(next_values), 0.9)
     assert got.shape == (batch, k)
@@ -176,24 +182,6 @@ def test_continuous_actor_loss():
     np.testing.assert_allclose(got.numpy(), [0.2 * -1.0 - 1.0, 0.2 * 0.5 - 2.0])
 
 
-def _reference_n_step_with_entropy(rewards, discounts, first, entropy, q_next, gamma):
-    """ALF's multi-step soft target walking forward: every reward r_k gains
-    gamma d_k e_k, e_k the entropy reward of step k + 1's observation; the bootstrap
-    is the plain Q(s_{k+1})."""
-    n, batch = rewards.shape
-    out = np.zeros(batch)
-    for b in range(batch):
-        total, scale = 0.0, 1.0
-        for k in range(n):
-            total += scale * (rewards[k, b] + gamma * discounts[k, b] * entropy[k, b])
-            scale *= gamma * discounts[k, b]
-            if k == n - 1 or first[k + 2, b]:
-                total += scale * q_next[k, b]
-                break
-        out[b] = total
-    return out
-
-
 def test_three_step_targets_add_the_entropy_reward_at_every_step_by_hand():
     # gamma 0.5, r = (1, 2, 3), e = (0.1, 0.2, 0.3) (entropy rewards of s_1, s_2, s_3),
     # Q(s_1..s_3) = (10, 20, 30). Columns: no episode end; a termination at step 1;
@@ -216,24 +204,20 @@ def test_three_step_targets_add_the_entropy_reward_at_every_step_by_hand():
         1 + 0.5 * (0.1 + 2 + 0.5 * (0.2 + 20)),                     # 7.1
     ]
     np.testing.assert_allclose(got, expected, rtol=1e-6)
-    np.testing.assert_allclose(got, _reference_n_step_with_entropy(
-        rewards, discounts, first, entropy, q_next, 0.5), rtol=1e-6)
+    np.testing.assert_allclose(got, _reference_n_step(
+        rewards, discounts, first, q_next, 0.5, entropy), rtol=1e-6)
 
 
 def test_n_step_entropy_rewards_match_reference_with_components():
-    rng = np.random.default_rng(3)
     n, batch, k = 3, 48, 2
-    rewards = rng.normal(size=(n, batch, k)).astype(np.float32)
-    discounts = (rng.uniform(size=(n, batch)) > 0.2).astype(np.float32)
-    first = rng.uniform(size=(n + 1, batch)) < 0.25
+    rng, rewards, discounts, first, q_next = _random_windows(3, n, batch, k)
     entropy = rng.normal(size=(n, batch)).astype(np.float32)
-    q_next = rng.normal(size=(n, batch, k)).astype(np.float32)
     got = returns.n_step_targets(tf.constant(rewards), tf.constant(discounts[..., None]),
                                 tf.constant(first[..., None]), tf.constant(q_next), 0.9,
                                 entropy_rewards=tf.constant(entropy[..., None])).numpy()
     for c in range(k):  # the entropy reward enters every component
-        np.testing.assert_allclose(got[:, c], _reference_n_step_with_entropy(
-            rewards[..., c], discounts, first, entropy, q_next[..., c], 0.9), rtol=1e-5)
+        np.testing.assert_allclose(got[:, c], _reference_n_step(
+            rewards[..., c], discounts, first, q_next[..., c], 0.9, entropy), rtol=1e-5)
 
 
 def test_replica_min_follows_the_sign_of_each_reward_weight():
