@@ -19,6 +19,8 @@ setup(
         "gymnasium>=1.0,<2",
         "numpy<2",
         "absl-py",
+        # launch/plot.py (continual-learning curves)
+        "matplotlib",
     ],
     extras_require={
         "test": ["pytest>=7", "pytest-xdist>=3"],

@@ -5,8 +5,9 @@ drawn per step and per environment, the action is sampled from the policy
 instead of being its greedy one (ALF's `dist_utils.epsilon_greedy_sample`).
 """
 
-from typing import Optional, Sequence, Tuple
+from typing import Callable, Optional, Sequence, Tuple
 
+import gymnasium as gym
 import numpy as np
 
 from launch import environments
@@ -29,17 +30,20 @@ def epsilon_greedy(greedy: Tuple[np.ndarray, ...], sampled: Tuple[np.ndarray, ..
 
 def evaluate(core: ActorCriticCore, action_space: ActionSpace, env_id: str, episodes: int,
              seed: int, deterministic: bool = True, max_steps: int = 1_000_000,
-             reward_weights: Optional[Sequence[float]] = None, epsilon: float = 0.0
+             reward_weights: Optional[Sequence[float]] = None, epsilon: float = 0.0,
+             make_envs: Optional[Callable[[int, int], gym.vector.VectorEnv]] = None
              ) -> Tuple[float, float, np.ndarray]:
     """Runs `episodes` episodes in parallel (one per environment, seeds `seed + i`).
 
     Returns (mean return, std return, all returns); vector rewards count by
     `reward_weights` (see `launch.environments`); `epsilon`: see the module
-    docstring (the choices and samples are seeded by `seed` too).
+    docstring (the choices and samples are seeded by `seed` too); `make_envs(n,
+    seed)`: the vector env to play in (a task of a sequence), instead of `env_id`'s.
     """
     if not 0.0 <= epsilon <= 1.0:
         raise ValueError(f'eval_epsilon must be in [0, 1], got {epsilon}')
-    envs = environments.make_vector_env(env_id, episodes, seed, reward_weights=reward_weights)
+    envs = (make_envs(episodes, seed) if make_envs is not None else
+            environments.make_vector_env(env_id, episodes, seed, reward_weights=reward_weights))
     policy = Policy(core, action_space, seed, deterministic)
     # The sampling twin sees the same inputs and state; only its actions are used.
     sampler = Policy(core, action_space, seed, False) if deterministic and epsilon > 0 else None

@@ -71,6 +71,10 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
     envs = setup_lib.make_envs(options, config, options.num_envs, options.seed)
     setup = setup_lib.make_setup(options, config, envs)
     run = LearnerRun(setup)
+    if options.is_sequence and run.start_env_steps:  # a resumed sequence goes on where it was
+        envs.close()
+        envs = setup_lib.make_envs(options, config, options.num_envs, options.seed,
+                                   run.start_env_steps)
     server = reverb.Server(setup_lib.make_server_tables(setup))
     address = f'localhost:{server.port}'
     client = reverb.Client(address)

@@ -24,7 +24,7 @@ from typing import Any, Callable, Dict, Optional
 import tensorflow as tf
 from absl import logging
 
-from launch import data, evaluation, export, rundir
+from launch import continual, data, evaluation, export, rundir
 from launch import metrics as metrics_lib
 from launch.actor import EpisodeStats
 from launch.setup import RunSetup, make_learner
@@ -83,7 +83,10 @@ class LearnerRun:
                          int(self.env_steps_counter.numpy()))
         # Written only once the checkpoint (if any) matched: a refused resume changes nothing.
         os.makedirs(options.logdir, exist_ok=True)
-        rundir.write_run_config(options.logdir, options.agent, options.env, setup.config)
+        rundir.write_run_config(
+            options.logdir, options.agent, options.env, setup.config,
+            {'steps_per_task': options.steps_per_task, 'task_cycles': options.task_cycles}
+            if options.is_sequence else None)
         self.start_env_steps = int(self.env_steps_counter.numpy())
         self.start_learner_steps = self.learner_steps
         self.published = list(self.core.variables)
@@ -93,6 +96,11 @@ class LearnerRun:
         self.wall_time = 0.0
         self.steps_this_run = 0
         self.reached_target = False
+        # A task sequence evaluates every task on a schedule (`launch/continual.py`).
+        self.continual = (continual.ContinualEvaluation(options, setup.action_space)
+                          if options.is_sequence else None)
+        if self.continual is not None and self.continual.last_point is None:
+            self.continual.evaluate(self.core, 0)  # the untrained policy, before any actor
 
     @property
     def learner_steps(self) -> int:
@@ -137,6 +145,14 @@ class LearnerRun:
                          self._env_steps() / elapsed, progress.step,
                          progress.steps_this_run / elapsed, mean_return, stats.num_episodes)
         return log
+
+    def _evaluate_tasks(self) -> None:
+        """A task sequence's scheduled evaluation of every task, when one is due."""
+        if self.continual is None:
+            return
+        point = self.continual.due(self.total_env_steps())
+        if point is not None:
+            self.continual.evaluate(self.core, point)
 
     def _target_reached(self, stats: EpisodeStats) -> bool:
         target = self.setup.options.target_return
@@ -197,6 +213,7 @@ class LearnerRun:
                                     now - start)
                 for trigger in triggers:
                     trigger(progress, now)
+                self._evaluate_tasks()
                 if self._target_reached(stats):
                     self.reached_target = True
                     break
@@ -232,7 +249,13 @@ class LearnerRun:
         self.save()
         eval_mean = eval_std = None
         eval_episodes = 0 if interrupted else options.eval_episodes
-        if eval_episodes:
+        sequence = {}
+        if self.continual is not None:
+            if eval_episodes:
+                self._evaluate_tasks()  # the end of the sequence, unless already evaluated
+            sequence = self.continual.summary()
+            eval_mean, eval_std = sequence.pop('eval_return_mean'), sequence.pop('eval_return_std')
+        elif eval_episodes:
             logging.info('learner step %d, env step %d: checkpointed; evaluating %d episodes%s',
                          self.learner_steps, self.total_env_steps(), eval_episodes,
                          f' (epsilon {options.eval_epsilon})' if options.eval_epsilon else '')
@@ -263,6 +286,7 @@ class LearnerRun:
             'saved_model': saved_model,
             'interrupted': interrupted,
             'seed': options.seed,
+            **sequence,
             'config': dataclasses.asdict(setup.config),
         }
         path = os.path.join(options.logdir, 'summary.json')

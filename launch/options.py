@@ -1,7 +1,7 @@
 """The run's own options (not an agent's): environment, budget, logdir, cadence."""
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Tuple
 
 from agents.configs import require, require_fraction
 
@@ -21,6 +21,10 @@ class RunOptions:
     checkpoint_interval_s: float = 60.0  # seconds between learner checkpoints
     publish_period: int = 5  # learner steps between weight publications
     summary_interval_s: float = 2.0  # seconds between TensorBoard writes (and NaN checks)
+    # Task sequences (`launch/task_sequence.py`): `env` is then the ids joined by commas.
+    steps_per_task: int = 0  # env steps per visit of a task; 0: one environment, no sequence
+    task_cycles: int = 1  # times the sequence is gone through
+    eval_every_steps: int = 0  # env steps between evaluations of every task; 0: 5 per visit
 
     def __post_init__(self):
         for name in ('num_envs', 'num_steps', 'eval_episodes', 'publish_period'):
@@ -31,3 +35,31 @@ class RunOptions:
             require(value > 0, f'{name} must be positive (seconds), got {value}')
         require_fraction(self, 'eval_epsilon')
         require(bool(self.logdir), '--logdir must name a directory')
+        if self.is_sequence:
+            require(self.steps_per_task >= 1,
+                    f'steps_per_task must be >= 1 with --tasks, got {self.steps_per_task}')
+            require(self.task_cycles >= 1, f'task_cycles must be >= 1, got {self.task_cycles}')
+            require(self.eval_every_steps >= 0,
+                    f'eval_every_steps must be >= 0, got {self.eval_every_steps}')
+            require(self.target_return is None,
+                    '--target_return does not apply to a task sequence (it runs every visit)')
+
+    @property
+    def tasks(self) -> Tuple[str, ...]:
+        """The environment ids of `env` ('A,B' -> ('A', 'B'); one id -> (id,))."""
+        return tuple(self.env.split(','))
+
+    @property
+    def is_sequence(self) -> bool:
+        """True for a task sequence (`--tasks`)."""
+        return self.steps_per_task != 0 or len(self.tasks) > 1
+
+    @property
+    def sequence_steps(self) -> int:
+        """The env steps of the whole sequence: tasks x steps per task x cycles."""
+        return len(self.tasks) * self.steps_per_task * self.task_cycles
+
+    @property
+    def eval_interval(self) -> int:
+        """Env steps between evaluations of every task (five per visit by default)."""
+        return self.eval_every_steps or max(1, self.steps_per_task // 5)

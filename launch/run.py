@@ -7,7 +7,7 @@ exports and exits with status 130 (`launch/inprocess.py`).
 
 import os
 import sys
-from typing import Any, Tuple
+from typing import Any, Dict, Optional, Tuple
 
 # Runnable as a script from a checkout as well as installed.
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -16,7 +16,8 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 from absl import app, flags, logging  # noqa: E402
 
 from agents import registry  # noqa: E402
-from launch import config_flags, environments, inprocess, launcher, rundir, roles  # noqa: E402
+from launch import (  # noqa: E402
+    config_flags, environments, inprocess, launcher, rundir, roles, task_sequence)
 from launch import setup as setup_lib  # noqa: E402
 from launch.options import RunOptions  # noqa: E402
 from replay import connection  # noqa: E402
@@ -37,6 +38,14 @@ def _default_help(field: str) -> str:
     return f'({"; ".join(parts)})'
 
 
+flags.DEFINE_string('tasks', '', 'a task sequence instead of --env: gymnasium ids A,B,C '
+                    'trained in turn, --steps_per_task each, no task identity given')
+flags.DEFINE_integer('steps_per_task', None, 'env steps per visit of a task (--tasks)')
+flags.DEFINE_integer('task_cycles', _DEFAULTS.task_cycles,
+                     'times a task sequence is gone through (--tasks)')
+flags.DEFINE_integer('eval_every_steps', _DEFAULTS.eval_every_steps,
+                     'env steps between evaluations of every task of a sequence '
+                     '(0: five per task visit); --eval_episodes episodes each')
 flags.DEFINE_integer('num_envs', None,
                      f'environments per actor, stepped together {_default_help("num_envs")}')
 flags.DEFINE_integer('num_steps', None, f'environment-step budget {_default_help("num_steps")}')
@@ -87,12 +96,39 @@ def resolve() -> Tuple[RunOptions, Any]:
     agent = registry.get(FLAGS.agent)
     config = config_flags.config_from_flags(FLAGS.agent, registry.CONFIG_CLASSES)
     per_agent = {name: getattr(FLAGS, name) for name in ('num_envs', 'num_steps', 'eval_episodes')}
+    env, sequence = FLAGS.env, {}
+    if FLAGS.tasks:
+        env, sequence = _task_sequence(per_agent['num_steps'])
+        per_agent['num_steps'] = sequence.pop('num_steps')
+    elif FLAGS.steps_per_task is not None:
+        raise ValueError('--steps_per_task needs --tasks')
     options = RunOptions(
-        agent=FLAGS.agent, env=FLAGS.env, seed=FLAGS.seed, logdir=FLAGS.logdir,
+        agent=FLAGS.agent, env=env, seed=FLAGS.seed, logdir=FLAGS.logdir, **sequence,
         eval_epsilon=FLAGS.eval_epsilon, target_return=FLAGS.target_return,
         log_interval_s=FLAGS.log_interval_s, checkpoint_interval_s=FLAGS.checkpoint_interval_s,
         **{**agent.run_defaults, **{k: v for k, v in per_agent.items() if v is not None}})
     return options, setup_lib.resolve_config(options, config)
+
+
+def _task_sequence(num_steps: Optional[int]) -> Tuple[str, Dict[str, int]]:
+    """`env` ('A,B') and the sequence's RunOptions fields from --tasks and its flags."""
+    if FLAGS['env'].present:
+        raise ValueError('give --env or --tasks, not both')
+    if FLAGS.launcher != 'inprocess' or FLAGS.role:
+        raise ValueError('task sequences run in one process (--launcher=inprocess)')
+    tasks = task_sequence.parse_tasks(FLAGS.tasks)
+    if FLAGS.steps_per_task is None or FLAGS.steps_per_task < 1:
+        raise ValueError(f'--tasks needs --steps_per_task >= 1 (env steps per task visit), '
+                         f'got {FLAGS.steps_per_task}')
+    if FLAGS.task_cycles < 1:
+        raise ValueError(f'--task_cycles must be >= 1, got {FLAGS.task_cycles}')
+    total = len(tasks) * FLAGS.steps_per_task * FLAGS.task_cycles
+    if num_steps is not None and num_steps != total:
+        raise ValueError(f'--num_steps={num_steps} but the sequence is {total} env steps '
+                         f'(tasks x --steps_per_task x --task_cycles); leave --num_steps out')
+    return ','.join(tasks), {'steps_per_task': FLAGS.steps_per_task,
+                             'task_cycles': FLAGS.task_cycles,
+                             'eval_every_steps': FLAGS.eval_every_steps, 'num_steps': total}
 
 
 def main(argv):

@@ -34,14 +34,16 @@ def check_logdir(logdir: str) -> None:
 
 
 def read_run_config(logdir: str) -> Optional[Dict[str, Any]]:
-    """`run_config.json` of `logdir` ({'agent', 'env', 'config'}), or None."""
+    """`run_config.json` of `logdir` ({'agent', 'env', 'config', 'sequence'}; 'sequence'
+    is None but for a task sequence), or None."""
     path = os.path.join(logdir, RUN_CONFIG)
     if not os.path.exists(path):
         return None
     try:
         with open(path) as f:
             run = json.load(f)
-        return {'agent': run['agent'], 'env': run['env'], 'config': run['config']}
+        return {'agent': run['agent'], 'env': run['env'], 'config': run['config'],
+                'sequence': run.get('sequence')}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise TrainingError(f'{path} is not a run config ({e}); use another --logdir') from None
 
@@ -55,9 +57,14 @@ def check_same_run(logdir: str, agent: str, env: str) -> None:
             f'--agent={agent} --env={env}; use another --logdir')
 
 
-def write_run_config(logdir: str, agent: str, env: str, config: Any) -> None:
+def write_run_config(logdir: str, agent: str, env: str, config: Any,
+                     sequence: Optional[Dict[str, int]] = None) -> None:
+    """`sequence`: a task sequence's schedule (`steps_per_task`, `task_cycles`)."""
+    run = {'agent': agent, 'env': env, 'config': dataclasses.asdict(config)}
+    if sequence:
+        run['sequence'] = sequence
     with open(os.path.join(logdir, RUN_CONFIG), 'w') as f:
-        json.dump({'agent': agent, 'env': env, 'config': dataclasses.asdict(config)}, f, indent=2)
+        json.dump(run, f, indent=2)
 
 
 def checkpoint_manager(checkpoint: tf.train.Checkpoint, logdir: str) -> tf.train.CheckpointManager:

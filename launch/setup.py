@@ -16,7 +16,7 @@ import reverb
 import tensorflow as tf
 
 from agents import contract, registry
-from launch import environments
+from launch import environments, shared_spaces, task_sequence
 from launch.actor import Actor, EpisodeStats
 from launch.options import RunOptions
 from networks.cores import ActorCriticCore
@@ -48,6 +48,9 @@ def resolve_config(options: RunOptions, config: Any) -> Any:
     """`config` for the run's environment: what the agent makes of its reward size
     (SAC: unset `reward_weights` of a vector reward become the plain sum)."""
     agent = registry.get(options.agent)
+    if options.is_sequence:  # every task has scalar rewards (`shared_spaces.shared_spaces`)
+        shared_spaces.shared_spaces(options.tasks)
+        return config
     try:
         return agent.for_reward_size(config, environments.declared_reward_size(options.env))
     except environments.EnvironmentSetupError:
@@ -56,9 +59,14 @@ def resolve_config(options: RunOptions, config: Any) -> Any:
         raise environments.EnvironmentSetupError(f'{options.env}: {e}') from None
 
 
-def make_envs(options: RunOptions, config: Any, num_envs: int,
-              seed: int) -> gym.vector.VectorEnv:
-    """The run's vector env (`options.env`), weighting vector rewards as the agent says."""
+def make_envs(options: RunOptions, config: Any, num_envs: int, seed: int,
+              start_env_steps: int = 0) -> gym.vector.VectorEnv:
+    """The run's vector env (`options.env`), weighting vector rewards as the agent says;
+    for a task sequence, the sequence from `start_env_steps` on."""
+    if options.is_sequence:
+        return task_sequence.TaskSequenceVectorEnv(
+            options.tasks, num_envs, seed, options.steps_per_task, options.task_cycles,
+            start_env_steps)
     agent = registry.get(options.agent)
     return environments.make_vector_env(options.env, num_envs, seed,
                                         reward_weights=agent.reward_weights(config))

@@ -34,7 +34,8 @@ import tensorflow as tf
 from networks.critics import CriticEnsemble
 from networks.distributions import ActionSpace, UnsupportedSpaceError
 from networks.normalizer import RunningNormalizer
-from networks.observations import ObservationTorso, observation_spec
+from networks.observations import (
+    ObservationTorso, observation_spec, split_action_mask, without_action_mask)
 
 
 class CoreInputs(NamedTuple):
@@ -316,6 +317,15 @@ class ActorCriticCore(snt.RNNCore):
         self._action_space = action_space
         self.observation_space = observation_space
         self.condition_on_previous = condition_on_previous
+        # An action mask (`networks.observations.ACTION_MASK`) goes to the policy only.
+        torso_space, mask_size = split_action_mask(observation_space)
+        self.masked = mask_size is not None
+        if self.masked:
+            action_space.check_maskable()
+            if mask_size != action_space.mask_size:
+                raise UnsupportedSpaceError(
+                    f'the action mask has {mask_size} entries but the actions '
+                    f'{action_space.space} need {action_space.mask_size}')
         # The attribute names below are the checkpoints' object paths.
         # Torso.
         self._normalizer = None
@@ -328,9 +338,9 @@ class ActorCriticCore(snt.RNNCore):
             self._normalizer = RunningNormalizer(int(observation_space.shape[0]),
                                                  name='observation_normalizer')
         if soft_q_policy is None:
-            self._torso = ObservationTorso(observation_space, torso, hidden_sizes)
+            self._torso = ObservationTorso(torso_space, torso, hidden_sizes)
         else:  # the critics' encoder, shared with the head
-            soft_q_head = SoftQPolicyHead(observation_space, action_space, soft_q_policy, torso)
+            soft_q_head = SoftQPolicyHead(torso_space, action_space, soft_q_policy, torso)
             self._torso = soft_q_head.encoder
         # Conditioning on the previous step.
         check_reward_transform(reward_transform)  # also when unused: a bad value is a bug
@@ -401,17 +411,24 @@ class ActorCriticCore(snt.RNNCore):
             return ()
         return self._lstm.initial_state(batch_size)
 
-    def _embed(self, inputs: CoreInputs) -> tf.Tensor:
-        """Torso and previous step, per row: `[N, ...]` -> `[N, E]`."""
-        x = self._torso(self.normalize_observation(inputs.observation))
+    def _embed(self, inputs: CoreInputs) -> Tuple[tf.Tensor, Optional[tf.Tensor]]:
+        """Torso and previous step, per row: `[N, ...]` -> (`[N, E]`, action mask
+        `[N, n]` or None)."""
+        observation, mask = inputs.observation, None
+        if self.masked:
+            observation, mask = without_action_mask(observation)
+        x = self._torso(self.normalize_observation(observation))
         if self._previous_step is not None:
             x = self._previous_step(x, inputs.prev_action, inputs.prev_reward, inputs.first)
-        return x
+        return x, mask
 
-    def _heads(self, x: tf.Tensor) -> AgentOutput:
-        """The heads on the memory's output `[N, H]`."""
+    def _heads(self, x: tf.Tensor, mask: Optional[tf.Tensor] = None) -> AgentOutput:
+        """The heads on the memory's output `[N, H]`; forbidden actions' logits are
+        `MASKED_LOGIT` where `mask` `[N, n]` is 0."""
         batch = tf.shape(x)[0]
         params = self._policy_head(x)
+        if mask is not None:
+            params = self._action_space.mask_params(params, tf.cast(mask, tf.float32))
         q_values = self._q_head(x) if self._q_head is not None else tf.zeros([batch, 0])
         baseline = (self._baseline_head(x) if self._baseline_head is not None
                     else tf.zeros([batch], tf.float32))
@@ -428,11 +445,11 @@ class ActorCriticCore(snt.RNNCore):
 
     def __call__(self, inputs: CoreInputs, prev_state: Any) -> Tuple[AgentOutput, Any]:
         """One step for a batch: inputs `[B, ...]` -> (outputs `[B, ...]`, state)."""
-        x = self._embed(inputs)
+        x, mask = self._embed(inputs)
         state = prev_state
         if self._lstm is not None:
             x, state = self._lstm.step(x, inputs.first, prev_state)
-        return self._heads(x), state
+        return self._heads(x, mask), state
 
     def unroll(self, inputs: CoreInputs, initial_state: Any) -> Tuple[AgentOutput, Any]:
         """Sequences: inputs `[T, B, ...]` -> (outputs `[T, B, ...]`, final state).
@@ -441,10 +458,10 @@ class ActorCriticCore(snt.RNNCore):
         steps through time.
         """
         t_b = tf.shape(inputs.first)[:2]
-        x = self._embed(tf.nest.map_structure(_merge, inputs))  # [T * B, E]
+        x, mask = self._embed(tf.nest.map_structure(_merge, inputs))  # [T * B, E]
         state = initial_state
         if self._lstm is not None:
             outputs, state = self._lstm.unroll(_split(x, t_b), inputs.first, state)
             x = _merge(outputs)  # [T * B, H]
-        out = self._heads(x)
+        out = self._heads(x, mask)
         return tf.nest.map_structure(lambda y: _split(y, t_b), out), state

@@ -26,7 +26,7 @@ nest the environment expects.
 import dataclasses
 import itertools
 import math
-from typing import Any, List, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -34,6 +34,10 @@ import tensorflow as tf
 
 LOG_STD_MIN = -5.0
 LOG_STD_MAX = 2.0
+# The logit of an action an action mask forbids: exp underflows to an exact 0 in
+# float32, and, unlike -inf, 0 * MASKED_LOGIT is 0, so entropies and KLs over the
+# allowed actions stay finite.
+MASKED_LOGIT = -1e9
 
 
 class UnsupportedSpaceError(ValueError):
@@ -369,19 +373,60 @@ class ActionSpace:
         """
         return tf.concat([leaf.encode(a) for leaf, a in zip(self.leaves, actions)], -1)
 
-    def sample_uniform(self, batch_size: int, rng: np.random.Generator
+    def sample_uniform(self, batch_size: int, rng: np.random.Generator,
+                       mask: Optional[np.ndarray] = None
                        ) -> Tuple[Tuple[np.ndarray, ...], np.ndarray]:
         """Uniformly random actions (SAC's `learning_starts` phase), numpy.
 
         Returns (per-leaf actions `[B]` / `[B, d]`, their log-density `[B]`);
         unsquashed Gaussian leaves have no uniform distribution (ValueError).
+        `mask` `[B, mask_size]` (see `mask_params`): uniform over the allowed actions.
         """
+        if mask is not None:
+            logits = self.mask_params(
+                tuple(np.zeros([batch_size, n], np.float32) for n in self.param_sizes),
+                np.asarray(mask), np.where)
+            actions, log_prob = [], np.zeros([batch_size], np.float32)
+            for p in logits:
+                allowed = p > MASKED_LOGIT
+                actions.append((p + rng.gumbel(size=p.shape)).argmax(-1).astype(np.int32))
+                log_prob -= np.log(allowed.sum(-1)).astype(np.float32)
+            return tuple(actions), log_prob
         actions, log_prob = [], 0.0
         for leaf in self.leaves:
             action, leaf_log_prob = leaf.sample_uniform(batch_size, rng)
             actions.append(action)
             log_prob += leaf_log_prob
         return tuple(actions), np.full([batch_size], log_prob, np.float32)
+
+    # --- action masks -------------------------------------------------------
+
+    @property
+    def mask_size(self) -> int:
+        """Width of an action mask: one entry per action of every categorical leaf,
+        leaves concatenated (the gymnasium / PettingZoo `action_mask` convention)."""
+        return sum(leaf.size for leaf in self.leaves)
+
+    def check_maskable(self) -> None:
+        """Raises `UnsupportedSpaceError` unless every leaf is categorical."""
+        if not self.is_discrete:
+            raise UnsupportedSpaceError(
+                f'an action mask needs purely discrete actions (Discrete or MultiDiscrete), '
+                f'got {self.space}')
+
+    def mask_params(self, params: Sequence[Any], mask: Any, where=tf.where) -> Tuple[Any, ...]:
+        """Per-leaf logits `[N, n_i]` with the forbidden actions' set to `MASKED_LOGIT`.
+
+        `mask` `[N, mask_size]`: 1 (or any value > 0) where an action is allowed,
+        each leaf's entries in leaf order. `where`: `tf.where`, or `np.where` for
+        numpy values.
+        """
+        masked, offset = [], 0
+        for leaf, p in zip(self.leaves, params):
+            allowed = mask[:, offset:offset + leaf.size] > 0
+            offset += leaf.size
+            masked.append(where(allowed, p, MASKED_LOGIT))
+        return tuple(masked)
 
     # --- conversion to and from the environment's nest --------------------
 

@@ -27,7 +27,7 @@ on 16 84x84x4 images: TF 8-10 ms per call, this mirror 15-25 ms.
 """
 
 import math
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -42,7 +42,7 @@ from networks.cores import (
 from networks.distributions import (
     LOG_STD_MAX, LOG_STD_MIN, ActionSpace, Categorical, Gaussian, Leaf, TanhGaussian)
 from networks.normalizer import RunningNormalizer
-from networks.observations import ObservationTorso
+from networks.observations import ObservationTorso, without_action_mask
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -347,21 +347,26 @@ class _LSTMMirror:
 class _PolicyMirror:
     def __init__(self, part: PolicyHead):
         self._part = part
+        self._action_space = part.action_space
         self._leaves = _leaf_mirrors(part.action_space)
 
     def refresh(self) -> None:
         self._w, self._b = self._part.w.numpy(), self._part.b.numpy()
 
-    def __call__(self, x: np.ndarray, rng: np.random.Generator, deterministic: bool
-                 ) -> Tuple[tuple, tuple, np.ndarray]:
-        """features `[B, H]` -> (action per leaf, params per leaf, log_prob `[B]`)."""
+    def __call__(self, x: np.ndarray, rng: np.random.Generator, deterministic: bool,
+                 mask: Optional[np.ndarray] = None) -> Tuple[tuple, tuple, np.ndarray]:
+        """features `[B, H]` -> (action per leaf, params per leaf, log_prob `[B]`);
+        `mask` `[B, n]`: the core's action mask (`ActionSpace.mask_params`)."""
         flat_params = x @ self._w + self._b
+        leaf_params, offset = [], 0
+        for leaf in self._leaves:
+            leaf_params.append(flat_params[:, offset:offset + leaf.param_size])
+            offset += leaf.param_size
+        if mask is not None:
+            leaf_params = self._action_space.mask_params(leaf_params, mask, np.where)
         params, actions = [], []
         log_prob = np.zeros([x.shape[0]], np.float32)
-        offset = 0
-        for leaf in self._leaves:
-            p = flat_params[:, offset:offset + leaf.param_size]
-            offset += leaf.param_size
+        for leaf, p in zip(self._leaves, leaf_params):
             a, p = leaf.act(p, rng, deterministic, log_prob)
             actions.append(a)
             params.append(p)
@@ -425,6 +430,7 @@ class NumpyCore:
         self._memory = mirrors.get('memory')
         self._policy = mirrors['policy_head']
         self._baseline = mirrors.get('baseline_head')
+        self._masked = core.masked
         self._mirrors: List[Any] = list(mirrors.values())
         self._deterministic = deterministic
         self._rng = np.random.default_rng(seed)
@@ -459,6 +465,10 @@ class NumpyCore:
         Returns (action per leaf, params per leaf, log_prob [B], baseline [B], new state).
         """
         batch = len(first)
+        mask = None
+        if self._masked:
+            observation, mask = without_action_mask(observation)
+            mask = np.asarray(mask)
         if self._normalizer is not None:  # a vector Box observation `[B, D]`
             observation = self._normalizer(np.asarray(observation, np.float32))
         x = self._torso(observation)
@@ -466,7 +476,7 @@ class NumpyCore:
             x = self._previous_step(x, prev_action, prev_reward, first)
         if self._memory is not None:
             x, state = self._memory(x, first, state)
-        actions, params, log_prob = self._policy(x, self._rng, self._deterministic)
+        actions, params, log_prob = self._policy(x, self._rng, self._deterministic, mask)
         baseline = (np.zeros([batch], np.float32) if self._baseline is None
                     else self._baseline(x))
         return actions, params, log_prob, baseline.astype(np.float32), state

@@ -18,6 +18,36 @@ import tensorflow as tf
 from networks import torsos
 from networks.distributions import UnsupportedSpaceError
 
+# The key of a `Dict` observation's action mask (the gymnasium / PettingZoo
+# convention): one 0/1 entry per discrete action, 1 = allowed. The policy
+# reads it (`networks.cores.ActorCriticCore`); the torso never sees it.
+ACTION_MASK = 'action_mask'
+
+
+def split_action_mask(space: gym.Space) -> Tuple[gym.Space, Optional[int]]:
+    """(the space the torso embeds, the mask's width or None).
+
+    A `Dict` with an `ACTION_MASK` key loses that key; any other space is unchanged.
+    """
+    if not (isinstance(space, gym.spaces.Dict) and ACTION_MASK in space.spaces):
+        return space, None
+    mask = space.spaces[ACTION_MASK]
+    if not (isinstance(mask, (gym.spaces.Box, gym.spaces.MultiBinary)) and len(mask.shape) == 1):
+        raise UnsupportedSpaceError(
+            f'observation[{ACTION_MASK!r}] must be a vector (MultiBinary or Box) of one '
+            f'0/1 entry per action, got {mask}')
+    rest = {k: v for k, v in space.spaces.items() if k != ACTION_MASK}
+    if not rest:
+        raise UnsupportedSpaceError(f'an observation of nothing but {ACTION_MASK!r}')
+    return gym.spaces.Dict(rest), int(mask.shape[0])
+
+
+def without_action_mask(observation: Any) -> Tuple[Any, Any]:
+    """(the observation without its `ACTION_MASK` entry, the mask); a dict of
+    batched values in, the mask `[N, n]`."""
+    rest = {k: v for k, v in observation.items() if k != ACTION_MASK}
+    return rest, observation[ACTION_MASK]
+
 
 def _leaf_spec(space: gym.Space, path: str) -> tf.TensorSpec:
     if isinstance(space, gym.spaces.Box):

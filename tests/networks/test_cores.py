@@ -455,8 +455,8 @@ def test_core_over_images_and_a_vector_unrolls(lstm_size):
     unrolled, _ = core.unroll(inputs, state)
     assert [p.shape.as_list() for p in unrolled.policy_params] == [[T, B, 3], [T, B, 4]]
     # Torso features: two 128-wide image encodings and the MLP's 8; + previous step 3 + 2 + 1.
-    embedded = core._embed(tf.nest.map_structure(lambda x: tf.reshape(x, [T * B, *x.shape[2:]]),
-                                                 inputs))
+    embedded, _ = core._embed(tf.nest.map_structure(
+        lambda x: tf.reshape(x, [T * B, *x.shape[2:]]), inputs))
     assert embedded.shape.as_list() == [T * B, 128 + 128 + HIDDEN[-1] + 6]
     assert core.features_size == (lstm_size or embedded.shape[-1])
     stepped, _ = _step_loop(core, inputs, state)

@@ -1,0 +1,46 @@
+"""launch/plot.py --continual: one panel per task, one line per run."""
+
+import json
+
+import pytest
+
+from launch import plot
+from tests.launch.test_continual import HAND_WRITTEN
+
+
+def _fake_run(directory, replay_fraction, seed, csv_text=HAND_WRITTEN, tasks='A,B,C'):
+    """A logdir as a task-sequence run leaves it (the csv, run config and summary)."""
+    directory.mkdir()
+    (directory / 'continual.csv').write_text(csv_text)
+    (directory / 'run_config.json').write_text(json.dumps({
+        'agent': 'clear', 'env': tasks, 'config': {'replay_fraction': replay_fraction},
+        'sequence': {'steps_per_task': 100, 'task_cycles': 1}}))
+    (directory / 'summary.json').write_text(json.dumps({'seed': seed, 'mean_forgetting': 0.5}))
+    return str(directory)
+
+
+def test_continual_plot_of_two_runs(tmp_path):
+    clear = _fake_run(tmp_path / 'clear', 0.5, 0)
+    impala = _fake_run(tmp_path / 'impala', 0.0, 0)
+    assert plot.load_run(impala)['label'].startswith('IMPALA')
+    assert plot.load_run(clear)['label'].startswith('CLEAR (replay_fraction=0.5)')
+    assert plot.trained_ranges(['A', 'B', 'A'], 100, 2, 'A') == [(0, 100), (200, 300),
+                                                                 (300, 400), (500, 600)]
+    output = tmp_path / 'figures' / 'continual.png'
+    assert plot.plot_continual([clear, impala], str(output)) == str(output)
+    assert output.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n' and output.stat().st_size > 10_000
+
+
+def test_runs_of_other_sequences_or_without_a_csv_are_one_error(tmp_path, run_script):
+    clear = _fake_run(tmp_path / 'clear', 0.5, 0)
+    other = _fake_run(tmp_path / 'other', 0.5, 1, HAND_WRITTEN.replace(',C,', ',D,'), 'A,B,D')
+    with pytest.raises(plot.PlotError, match='different task sequences'):
+        plot.plot_continual([clear, other], str(tmp_path / 'x.png'))
+    result = run_script('plot', ['--continual', str(tmp_path), f'--output={tmp_path}/y.png'])
+    assert result.returncode == 1 and len(result.errors) == 1
+    assert 'no continual.csv' in result.errors[0]
+    assert not (tmp_path / 'y.png').exists()
+    result = run_script('plot', ['--continual', clear, str(tmp_path / 'clear'),
+                                 f'--output={tmp_path}/z.png'])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert (tmp_path / 'z.png').exists()
