@@ -150,6 +150,10 @@ class Learner(Protocol):
     def set_progress(self, fraction: float) -> None:
         """`fraction` of the env-step budget is spent (learning-rate schedules)."""
 
+    # Optional: `phase() -> str`, for a learner whose step changes with its progress
+    # (CLEAR's critic pre-training). The wiring asks before each step and compiles
+    # `step` once per phase, so the step may branch on it in Python.
+
 
 class Agent(abc.ABC):
     """One learning algorithm, as the wiring sees it (see the module docstring)."""

@@ -5,7 +5,7 @@ writes its own `@tf.function` `step`; the attribute names here are part of
 the checkpoints.
 """
 
-from typing import Any, List
+from typing import Any, List, Optional
 
 import sonnet as snt
 import tensorflow as tf
@@ -71,8 +71,10 @@ class LearnerBase(tf.Module):
         self.learning_rate.assign(c.annealed(c.learning_rate, fraction))
 
     def _apply(self, gradients: List[tf.Tensor], variables: List[tf.Variable],
-               replayed: tf.Tensor, unroll_length: tf.Tensor) -> tf.Tensor:
-        """Clips by global norm, applies the optimiser, counts the step and its fresh frames.
+               replayed: tf.Tensor, unroll_length: tf.Tensor,
+               optimizer: Optional[snt.Optimizer] = None) -> tf.Tensor:
+        """Clips by global norm, applies the optimiser (`optimizer`, default the
+        learner's), counts the step and its fresh frames.
 
         replayed: `[B]` bool rows of the batch; returns the pre-clip global norm.
         """
@@ -80,7 +82,7 @@ class LearnerBase(tf.Module):
         if self.config.optimizer.clip_grad_norm:
             gradients, _ = tf.clip_by_global_norm(gradients, self.config.optimizer.clip_grad_norm,
                                                   use_norm=grad_norm)
-        self.optimizer.apply(gradients, variables)
+        (optimizer or self.optimizer).apply(gradients, variables)
         self.num_steps.assign_add(1)
         fresh_rows = tf.reduce_sum(1.0 - tf.cast(replayed, tf.float32))
         self.num_env_frames.assign_add(

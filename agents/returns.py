@@ -6,7 +6,8 @@ import tensorflow as tf
 
 from networks.cores import REWARD_CLIPPINGS, transform_reward
 
-__all__ = ['REWARD_CLIPPINGS', 'clip_rewards', 'transform_rewards', 'n_step_targets']
+__all__ = ['REWARD_CLIPPINGS', 'clip_rewards', 'transform_rewards', 'n_step_targets',
+           'discounted_returns']
 
 def clip_rewards(r_t: tf.Tensor, mode: str) -> tf.Tensor:
     """`abs_one`: clip to [-1, 1]; `soft_asymmetric`: IMPALA's squashing (negative
@@ -69,3 +70,18 @@ def n_step_targets(rewards: tf.Tensor, discounts: tf.Tensor, first: tf.Tensor,
             target = bootstrap
         target = rewards[k] + discounting * discounts[k] * target
     return target
+
+
+def discounted_returns(rewards: tf.Tensor, discounts: tf.Tensor,
+                       bootstrap_value: tf.Tensor) -> tf.Tensor:
+    """Monte-Carlo returns within sequences, bootstrapped at their ends.
+
+    rewards, discounts: `[T, B]` (`discounts` holds gamma, times 0 where an
+    episode terminated); bootstrap_value: `[B]`, the value of step T.
+    Returns `[T, B]`: G_t = r_t + discounts_t G_{t+1}, G_T = bootstrap_value.
+    """
+    def backward(g_next, inputs):
+        r, d = inputs
+        return r + d * g_next
+
+    return tf.scan(backward, (rewards, discounts), initializer=bootstrap_value, reverse=True)

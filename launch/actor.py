@@ -17,6 +17,7 @@ import numpy as np
 import reverb
 import tensorflow as tf
 
+from launch.action_repeat import FRAMES
 from launch.environments import reward_size
 from launch.metrics import InfoMeans
 from networks.cores import ActorCriticCore, CoreInputs
@@ -38,12 +39,15 @@ class EpisodeStats:
         self._returns = collections.deque(maxlen=window)
         self._lengths = collections.deque(maxlen=window)
         self.num_episodes = 0
-        self.env_steps = 0
+        self.env_steps = 0  # frames: with an action repeat, every repeated frame
+        self.agent_steps = 0  # decisions
         self._new = []
 
-    def add_steps(self, n: int):
+    def add_steps(self, n: int, decisions: Optional[int] = None):
+        """`n` env steps (frames) taken in `decisions` decisions (default `n`)."""
         with self._lock:
             self.env_steps += n
+            self.agent_steps += n if decisions is None else decisions
 
     def add_episode(self, episode_return: float, length: int):
         with self._lock:
@@ -191,7 +195,11 @@ class Actor:
             stored_reward = (np.where(real[:, None], info['reward_vector'], 0.0).astype(np.float32)
                              if self._vector_reward else reward)
             # Counted before the write: a learner that sees the data sees the steps.
-            self.stats.add_steps(int(real.sum()))
+            # An action repeat (`launch.action_repeat`) reports the frames each took.
+            decisions = int(real.sum())
+            frames = (int(np.where(real, info[FRAMES], 0).sum()) if FRAMES in info
+                      else decisions)
+            self.stats.add_steps(frames, decisions)
             self.stats.info.add(info)
             written = False
             if self._writer is not None:

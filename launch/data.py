@@ -93,15 +93,22 @@ def make_learn(learner, action_names: Optional[Sequence[str]] = None
                    for name, a in zip(action_names, steps.action)}
         return {**metrics, **actions}
 
-    @tf.function(autograph=False)
     def learn_in_graph(iterator):
         batch = iterator.get_next()
         return with_actions(batch, learner.step(batch))
 
+    # A learner whose step changes with its progress (`Learner.phase`) is compiled
+    # once per phase: its step is traced with the phase it is in.
+    phase = getattr(learner, 'phase', lambda: None)
+    compiled = {}
+
     def learn(batches):
         if isinstance(batches, tf.data.Iterator):
+            key = phase()
+            if key not in compiled:
+                compiled[key] = tf.function(learn_in_graph, autograph=False)
             try:
-                return learn_in_graph(batches)
+                return compiled[key](batches)
             except tf.errors.OutOfRangeError:
                 raise StopIteration from None
         batch = next(batches)

@@ -15,7 +15,7 @@ learn one value per component of.
 """
 
 import importlib
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -87,13 +87,19 @@ def declared_reward_size(env_id: str) -> int:
         env.close()
 
 
+def _same(env: gym.Env) -> gym.Env:
+    return env
+
+
 def make_vector_env(env_id: str, num_envs: int, seed: int,
                     vectorization_mode: str = None,
-                    reward_weights: Optional[Sequence[float]] = None) -> gym.vector.VectorEnv:
+                    reward_weights: Optional[Sequence[float]] = None,
+                    wrap: Optional[Callable[[gym.Env], gym.Env]] = None) -> gym.vector.VectorEnv:
     """`num_envs` copies of `env_id`, reset with seeds `seed, seed + 1, ...`.
 
     `reward_weights`: for an environment with vector rewards (see the module
     docstring); an error for one without, and a vector-reward one needs them.
+    `wrap`: applied to each copy (e.g. `launch.action_repeat`), in a `SyncVectorEnv`.
     """
     if num_envs < 1:
         raise EnvironmentSetupError(f'num_envs must be >= 1, got {num_envs}')
@@ -102,8 +108,11 @@ def make_vector_env(env_id: str, num_envs: int, seed: int,
         if reward_weights:
             # gymnasium's checker warns on every non-scalar reward: these are by design.
             envs = VectorRewardSyncVectorEnv(
-                [lambda: gym.make(env_id, disable_env_checker=True) for _ in range(num_envs)],
-                reward_weights)
+                [lambda: (wrap or _same)(gym.make(env_id, disable_env_checker=True))
+                 for _ in range(num_envs)], reward_weights)
+        elif wrap is not None:
+            envs = gym.vector.SyncVectorEnv([lambda: wrap(gym.make(env_id))
+                                             for _ in range(num_envs)])
         else:
             envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=vectorization_mode)
     except Exception as e:  # gymnasium raises many kinds (missing extras, bad kwargs).

@@ -93,16 +93,25 @@ def run_episodes(model, specs: dict, env: gym.Env, episodes: int, seed: int,
         inputs = dict(model.signatures['initial_state'](batch_size=tf.constant(1)))
         inputs['prev_action'] = tf.zeros([1, *specs['action']['shape']], action_dtype)
         inputs['prev_reward'] = tf.zeros([1], tf.float32)
+        if 'step_mul' in specs:  # a learned action repeat: the policy says how often
+            inputs['prev_step_mul'] = tf.ones([1], tf.int32)
         total, done = 0.0, False
         while not done:
             inputs['observation'] = tf.constant(np.asarray(observation)[None], obs_dtype)
             explore = epsilon and rng.random() < epsilon
             outputs = (sample if explore else step)(**inputs)
             action = outputs.pop('action')
-            observation, reward, terminated, truncated, _ = env.step(action.numpy()[0])
-            reward = scalar_reward(reward, reward_weights)
+            repeats = outputs.pop('step_mul', None)
+            reward = 0.0
+            for _ in range(1 if repeats is None else int(repeats.numpy()[0])):
+                observation, one, terminated, truncated, _ = env.step(action.numpy()[0])
+                reward += scalar_reward(one, reward_weights)
+                done = terminated or truncated
+                if done:
+                    break
             total += reward
-            done = terminated or truncated
+            if repeats is not None:
+                inputs['prev_step_mul'] = repeats
             inputs.update(outputs)
             inputs['prev_action'] = action
             inputs['prev_reward'] = tf.constant([reward], tf.float32)

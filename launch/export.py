@@ -10,7 +10,11 @@ Signatures (all batched; names are the inputs' and outputs' keys):
   recurrent state (a feed-forward policy has one `[B, 0]` placeholder, so
   every signature has the same shape of interface);
 - `step(observation, prev_action, prev_reward, state_0 ... state_K)` ->
-  `action`, `state_0 ... state_K`: samples an action;
+  `action`, `state_0 ... state_K`: samples an action; a policy with a learned
+  action repeat (`--step_mul`, `launch/action_repeat.py`) also takes
+  `prev_step_mul` (int32 `[B]`, the previous decision's repeat count; 1 at an
+  episode's first step) and outputs `step_mul` (int32 `[B]`, in 1..N): take
+  `action` that many times;
 - `step_deterministic(...)`: the same with the greedy / mean action;
 - `specs()` -> `specs`: a JSON string with the environment id and the
   observation, action and state shapes and dtypes (also written as the asset
@@ -40,6 +44,7 @@ from absl import logging
 
 from agents import configs, registry
 from launch import rundir
+from launch.action_repeat import ACTION, STEP_MUL
 from launch import setup as setup_lib
 from launch.options import RunOptions
 from networks.cores import ActorCriticCore, CoreInputs
@@ -70,10 +75,16 @@ class ExportedPolicy(tf.Module):
     def __init__(self, core: ActorCriticCore, action_space: ActionSpace,
                  observation_space: gym.Space, env_id: str):
         super().__init__(name='policy')
-        _check_exportable(observation_space, action_space.space)
+        space = action_space.space
+        # A learned action repeat (`launch.action_repeat`): the environment's action
+        # plus a last categorical leaf, exported as its own `step_mul` output.
+        self._max_step_mul = 0
+        if isinstance(space, gym.spaces.Dict) and list(space.spaces) == [ACTION, STEP_MUL]:
+            space, self._max_step_mul = space[ACTION], int(space[STEP_MUL].n)
+        _check_exportable(observation_space, space)
         self._core = core
         self._actions = action_space
-        space = action_space.space
+        self._num_leaves = len(action_space.leaves) - bool(self._max_step_mul)
         self._space = space
         obs = observation_spec(observation_space)
         self._state_structure = core.initial_state(1)
@@ -89,11 +100,14 @@ class ExportedPolicy(tf.Module):
             'action': {'space': repr(space), 'shape': list(env_shape), 'dtype': env_dtype.name},
             'state': [{'shape': list(s.shape[1:]), 'dtype': s.dtype.name}
                       for s in self._state_specs],
+            **({'step_mul': self._max_step_mul} if self._max_step_mul else {}),
         })
         inputs = {
             'observation': tf.TensorSpec([None, *obs.shape], obs.dtype, name='observation'),
             'prev_action': tf.TensorSpec([None, *env_shape], env_dtype, name='prev_action'),
             'prev_reward': tf.TensorSpec([None], tf.float32, name='prev_reward'),
+            **({'prev_step_mul': tf.TensorSpec([None], tf.int32, name='prev_step_mul')}
+               if self._max_step_mul else {}),
             **{f'state_{i}': tf.TensorSpec(s.shape, s.dtype, name=f'state_{i}')
                for i, s in enumerate(self._state_specs)},
         }
@@ -118,7 +132,7 @@ class ExportedPolicy(tf.Module):
         if isinstance(space, gym.spaces.MultiDiscrete):
             batch = tf.shape(env_action)[0]
             flat = tf.reshape(env_action, [batch, -1]) - np.asarray(space.start).ravel()
-            return tuple(tf.cast(flat[:, i], tf.int32) for i in range(len(self._actions.leaves)))
+            return tuple(tf.cast(flat[:, i], tf.int32) for i in range(self._num_leaves))
         action = tf.reshape(tf.cast(env_action, tf.float32), [tf.shape(env_action)[0], -1])
         if self._actions.squash:  # the library's squashed actions live in [-1, 1]
             low, high = (np.asarray(b, np.float32).ravel() for b in (space.low, space.high))
@@ -139,17 +153,22 @@ class ExportedPolicy(tf.Module):
                                         space.high)
         return tf.cast(tf.clip_by_value(action, space.low, space.high), dtype)
 
-    def _step(self, deterministic: bool, observation, prev_action, prev_reward, **state):
+    def _step(self, deterministic: bool, observation, prev_action, prev_reward,
+              prev_step_mul=None, **state):
         flat_state = [state[f'state_{i}'] for i in range(len(self._state_specs))]
         structure = tf.nest.pack_sequence_as(
             self._state_structure, flat_state[:len(tf.nest.flatten(self._state_structure))])
         first = tf.zeros(tf.shape(prev_reward), tf.bool)
+        prev_leaves = self._to_leaves(prev_action)
+        if self._max_step_mul:  # the head's value is the repeat count - 1
+            prev_leaves += (tf.maximum(prev_step_mul - 1, 0),)
         outputs, new_state = self._core(
-            CoreInputs(observation, self._to_leaves(prev_action), prev_reward, first), structure)
+            CoreInputs(observation, prev_leaves, prev_reward, first), structure)
         params = outputs.policy_params
         leaves = self._actions.mode(params) if deterministic else self._actions.sample(params)
         new_flat = tf.nest.flatten(new_state) or flat_state
-        return {'action': self._to_env(leaves),
+        repeat = {'step_mul': leaves[-1] + 1} if self._max_step_mul else {}
+        return {'action': self._to_env(leaves[:self._num_leaves]), **repeat,
                 **{f'state_{i}': s for i, s in enumerate(new_flat)}}
 
 
@@ -198,7 +217,8 @@ def restore_core(logdir: str, checkpoint_path: Optional[str] = None):
         raise ExportError(f'{logdir!r} has no {rundir.RUN_CONFIG}: not a run directory')
     agent = registry.get(run['agent'])
     config = configs.from_nested(agent.config_class, run['config'])
-    options = RunOptions(agent=run['agent'], env=run['env'], num_envs=1, logdir=logdir)
+    options = RunOptions(agent=run['agent'], env=run['env'], num_envs=1, logdir=logdir,
+                         **run['env_options'])
     envs = setup_lib.make_envs(options, config, 1, 0)
     setup = setup_lib.make_setup(options, config, envs)
     envs.close()

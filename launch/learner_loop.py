@@ -27,7 +27,7 @@ from absl import logging
 from launch import continual, data, evaluation, export, rundir
 from launch import metrics as metrics_lib
 from launch.actor import EpisodeStats
-from launch.setup import RunSetup, make_learner
+from launch.setup import RunSetup, make_envs, make_learner
 from replay.connection import SERVER_ERRORS
 
 TARGET_WINDOW = 20  # training episodes the target return is averaged over
@@ -83,10 +83,8 @@ class LearnerRun:
                          int(self.env_steps_counter.numpy()))
         # Written only once the checkpoint (if any) matched: a refused resume changes nothing.
         os.makedirs(options.logdir, exist_ok=True)
-        rundir.write_run_config(
-            options.logdir, options.agent, options.env, setup.config,
-            {'steps_per_task': options.steps_per_task, 'task_cycles': options.task_cycles}
-            if options.is_sequence else None)
+        rundir.write_run_config(options.logdir, options.agent, options.env, setup.config,
+                                options.env_options)
         self.start_env_steps = int(self.env_steps_counter.numpy())
         self.start_learner_steps = self.learner_steps
         self.published = list(self.core.variables)
@@ -262,7 +260,7 @@ class LearnerRun:
             eval_mean, eval_std, _ = evaluation.evaluate(
                 self.core, setup.action_space, options.env, eval_episodes,
                 seed=options.seed + 10_000, epsilon=options.eval_epsilon,
-                reward_weights=setup.agent.reward_weights(setup.config))
+                make_envs=lambda n, seed: make_envs(options, setup.config, n, seed))
             logging.info('evaluation: %.1f +- %.1f; exporting the policy', eval_mean, eval_std)
         mean_return, _, _ = stats.recent(TARGET_WINDOW)
         saved_model = export.export_run_policy(self.core, setup.action_space,
@@ -273,6 +271,8 @@ class LearnerRun:
             'agent': options.agent,
             'env': options.env,
             'env_steps': self.total_env_steps(),
+            'agent_steps': self.start_env_steps + stats.agent_steps
+            if options.step_mul == 1 else stats.agent_steps,
             'learner_steps': self.learner_steps,
             'wall_time_s': self.wall_time,
             'env_steps_per_s': self._env_steps() / wall_time,

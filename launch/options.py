@@ -25,6 +25,9 @@ class RunOptions:
     steps_per_task: int = 0  # env steps per visit of a task; 0: one environment, no sequence
     task_cycles: int = 1  # times the sequence is gone through
     eval_every_steps: int = 0  # env steps between evaluations of every task; 0: 5 per visit
+    # Action repeat (`launch/action_repeat.py`).
+    step_mul: int = 1  # frames per decision at most; 1: off
+    fixed_step_mul: bool = False  # repeat every action step_mul times (else the policy picks)
 
     def __post_init__(self):
         for name in ('num_envs', 'num_steps', 'eval_episodes', 'publish_period'):
@@ -35,6 +38,9 @@ class RunOptions:
             require(value > 0, f'{name} must be positive (seconds), got {value}')
         require_fraction(self, 'eval_epsilon')
         require(bool(self.logdir), '--logdir must name a directory')
+        require(self.step_mul >= 1, f'step_mul must be >= 1 (1: no repeat), got {self.step_mul}')
+        require(self.step_mul == 1 or not self.is_sequence,
+                '--step_mul does not combine with --tasks')
         if self.is_sequence:
             require(self.steps_per_task >= 1,
                     f'steps_per_task must be >= 1 with --tasks, got {self.steps_per_task}')
@@ -43,6 +49,21 @@ class RunOptions:
                     f'eval_every_steps must be >= 0, got {self.eval_every_steps}')
             require(self.target_return is None,
                     '--target_return does not apply to a task sequence (it runs every visit)')
+
+    @property
+    def learned_step_mul(self) -> bool:
+        """True when the policy chooses the repeat (`--step_mul` > 1, not fixed)."""
+        return self.step_mul > 1 and not self.fixed_step_mul
+
+    @property
+    def env_options(self) -> dict:
+        """What, besides `env`, makes the run's environments (`run_config.json`)."""
+        out = {}
+        if self.is_sequence:
+            out.update(steps_per_task=self.steps_per_task, task_cycles=self.task_cycles)
+        if self.step_mul > 1:
+            out.update(step_mul=self.step_mul, fixed_step_mul=self.fixed_step_mul)
+        return out
 
     @property
     def tasks(self) -> Tuple[str, ...]:

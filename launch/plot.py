@@ -46,7 +46,7 @@ def load_run(logdir: str) -> Dict[str, Any]:
         with open(summary_path) as f:
             summary = json.load(f)
     config = run.get('config', {})
-    sequence = run.get('sequence', {})
+    sequence = run.get('env_options', {})
     agent = run.get('agent', '?')
     fraction = config.get('replay_fraction')
     if agent == 'clear' and fraction == 0:

@@ -46,6 +46,11 @@ flags.DEFINE_integer('task_cycles', _DEFAULTS.task_cycles,
 flags.DEFINE_integer('eval_every_steps', _DEFAULTS.eval_every_steps,
                      'env steps between evaluations of every task of a sequence '
                      '(0: five per task visit); --eval_episodes episodes each')
+flags.DEFINE_integer('step_mul', _DEFAULTS.step_mul,
+                     'action repeat: with --fixed_step_mul every action is taken this many '
+                     'times; without, the policy picks 1..step_mul per decision (a learned head)')
+flags.DEFINE_bool('fixed_step_mul', _DEFAULTS.fixed_step_mul,
+                  'repeat every action --step_mul times instead of learning how often')
 flags.DEFINE_integer('num_envs', None,
                      f'environments per actor, stepped together {_default_help("num_envs")}')
 flags.DEFINE_integer('num_steps', None, f'environment-step budget {_default_help("num_steps")}')
@@ -104,6 +109,7 @@ def resolve() -> Tuple[RunOptions, Any]:
         raise ValueError('--steps_per_task needs --tasks')
     options = RunOptions(
         agent=FLAGS.agent, env=env, seed=FLAGS.seed, logdir=FLAGS.logdir, **sequence,
+        step_mul=FLAGS.step_mul, fixed_step_mul=FLAGS.fixed_step_mul,
         eval_epsilon=FLAGS.eval_epsilon, target_return=FLAGS.target_return,
         log_interval_s=FLAGS.log_interval_s, checkpoint_interval_s=FLAGS.checkpoint_interval_s,
         **{**agent.run_defaults, **{k: v for k, v in per_agent.items() if v is not None}})

@@ -34,8 +34,7 @@ def check_logdir(logdir: str) -> None:
 
 
 def read_run_config(logdir: str) -> Optional[Dict[str, Any]]:
-    """`run_config.json` of `logdir` ({'agent', 'env', 'config', 'sequence'}; 'sequence'
-    is None but for a task sequence), or None."""
+    """`run_config.json` of `logdir` ({'agent', 'env', 'config', 'env_options'}), or None."""
     path = os.path.join(logdir, RUN_CONFIG)
     if not os.path.exists(path):
         return None
@@ -43,7 +42,7 @@ def read_run_config(logdir: str) -> Optional[Dict[str, Any]]:
         with open(path) as f:
             run = json.load(f)
         return {'agent': run['agent'], 'env': run['env'], 'config': run['config'],
-                'sequence': run.get('sequence')}
+                'env_options': run.get('env_options', {})}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise TrainingError(f'{path} is not a run config ({e}); use another --logdir') from None
 
@@ -58,11 +57,12 @@ def check_same_run(logdir: str, agent: str, env: str) -> None:
 
 
 def write_run_config(logdir: str, agent: str, env: str, config: Any,
-                     sequence: Optional[Dict[str, int]] = None) -> None:
-    """`sequence`: a task sequence's schedule (`steps_per_task`, `task_cycles`)."""
+                     env_options: Optional[Dict[str, Any]] = None) -> None:
+    """`env_options`: what else makes the run's environments (`RunOptions.env_options`:
+    a task sequence's schedule, an action repeat)."""
     run = {'agent': agent, 'env': env, 'config': dataclasses.asdict(config)}
-    if sequence:
-        run['sequence'] = sequence
+    if env_options:
+        run['env_options'] = env_options
     with open(os.path.join(logdir, RUN_CONFIG), 'w') as f:
         json.dump(run, f, indent=2)
 

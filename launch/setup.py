@@ -16,7 +16,7 @@ import reverb
 import tensorflow as tf
 
 from agents import contract, registry
-from launch import environments, shared_spaces, task_sequence
+from launch import action_repeat, environments, shared_spaces, task_sequence
 from launch.actor import Actor, EpisodeStats
 from launch.options import RunOptions
 from networks.cores import ActorCriticCore
@@ -68,8 +68,9 @@ def make_envs(options: RunOptions, config: Any, num_envs: int, seed: int,
             options.tasks, num_envs, seed, options.steps_per_task, options.task_cycles,
             start_env_steps)
     agent = registry.get(options.agent)
-    return environments.make_vector_env(options.env, num_envs, seed,
-                                        reward_weights=agent.reward_weights(config))
+    return environments.make_vector_env(
+        options.env, num_envs, seed, reward_weights=agent.reward_weights(config),
+        wrap=action_repeat.wrapper(options.step_mul, options.fixed_step_mul))
 
 
 def state_spec(core: ActorCriticCore) -> Any:

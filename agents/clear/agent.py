@@ -4,7 +4,7 @@ from typing import Any, Callable, Tuple
 
 from agents import configs, contract
 from agents.clear.config import CLEARConfig
-from agents.clear.learning import METRICS, CLEARLearner
+from agents.clear.learning import CRITIC_PRETRAIN_METRICS, METRICS, CLEARLearner
 from networks.cores import ActorCriticCore
 from networks.distributions import ActionSpace
 from replay.dataset import split_batch
@@ -45,4 +45,5 @@ class CLEAR(contract.Agent):
         return CLEARLearner(make_core(), action_space, config)
 
     def metric_names(self, config: CLEARConfig, action_space: ActionSpace) -> Tuple[str, ...]:
-        return METRICS
+        # Critic pre-training steps return only theirs (`CLEARLearner.phase`).
+        return (CRITIC_PRETRAIN_METRICS if config.critic_pretrain_steps else ()) + METRICS

@@ -33,6 +33,8 @@ class CLEARConfig:
     policy_cloning_cost: float = field(0.01, 'weight of KL(mu || pi) on replayed rows')
     value_cloning_cost: float = field(0.005, 'weight of (V - V_mu)^2 on replayed rows')
     clip_advantage: bool = field(False, 'keep only positive advantages in the policy gradient')
+    critic_pretrain_steps: int = field(
+        0, 'first learner steps train only the baseline, on Monte-Carlo returns (the seed)')
     # Optimiser (Adam or RMSProp, `--optimizer`).
     optimizer: configs.OptimizerConfig = sub_config(configs.OptimizerConfig)
     # Network.
@@ -50,7 +52,7 @@ class CLEARConfig:
                                configs.PREV_REWARD_INPUTS)
         configs.require_sizes('hidden_sizes', self.hidden_sizes)
         for name in ('reward_scaling', 'baseline_cost', 'entropy_cost', 'policy_cloning_cost',
-                     'value_cloning_cost', 'lstm_size'):
+                     'value_cloning_cost', 'lstm_size', 'critic_pretrain_steps'):
             require(getattr(self, name) >= 0,
                     f'{name} must be >= 0 (a weight or a size), got {getattr(self, name)}')
         num_fresh, num_replayed = split_batch(self.batch_size, self.replay_fraction)

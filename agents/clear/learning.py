@@ -6,6 +6,14 @@ computes V-trace targets, and applies the weighted sum of the losses in
 Placeholder steps (the final observation of an episode, see
 `replay.trajectory`) contribute nothing: their V-trace target is their own
 value and every loss is masked there.
+
+Critic pre-training (the seed's `build_critic_learner`, `critic_pretrain_steps`):
+the first learner steps train only the baseline head, on the squared error to
+Monte-Carlo returns of the transformed rewards (bootstrapped with the current
+baseline at each sequence's end); every variable the policy's output depends
+on stays as it is. The phase follows `num_steps`, which the checkpoint holds,
+so a resumed run continues in the right one; `phase()` tells the wiring, which
+compiles one step per phase (`launch.data.make_learn`).
 """
 
 from typing import Dict
@@ -25,6 +33,9 @@ from replay.dataset import Batch
 METRICS = ('loss/policy_gradient', 'loss/baseline', 'loss/entropy', 'loss/policy_cloning',
            'loss/value_cloning', 'loss/total_loss', 'grad_norm', 'learning_rate', 'entropy_cost',
            'mean_rho')
+CRITIC_PRETRAIN_METRICS = ('critic_pretrain/baseline_loss', 'critic_pretrain/grad_norm',
+                           'critic_pretrain/learning_rate')
+PHASES = ('critic_pretrain', 'learn')
 
 
 class CLEARLearner(LearnerBase):
@@ -34,10 +45,55 @@ class CLEARLearner(LearnerBase):
         super().__init__(config, name='clear_learner')
         self.core = core
         self._action_space = action_space
+        self._pretraining = config.critic_pretrain_steps > 0
+        if self._pretraining:  # its own slots: it updates the baseline head alone
+            self.critic_optimizer = self.make_optimizer(self.learning_rate)
+
+    def phase(self) -> str:
+        """'critic_pretrain' for the first `critic_pretrain_steps` steps, then 'learn'."""
+        if self._pretraining and int(self.num_steps.numpy()) >= self.config.critic_pretrain_steps:
+            self._pretraining = False
+        return PHASES[0] if self._pretraining else PHASES[1]
+
+    def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
+        """One update of the current phase; scalar metrics (the TensorBoard names:
+        `METRICS`, or `CRITIC_PRETRAIN_METRICS` while pre-training the critic)."""
+        if tf.executing_eagerly():  # traced inside a caller's function: it set the phase
+            self.phase()
+        if self._pretraining:
+            return self._critic_step(batch)
+        return self._learn_step(batch)
+
+    def _transformed(self, steps, v_t: tf.Tensor, mask_t: tf.Tensor):
+        """(rewards, discounts) `[T, B]` as the losses see them: transformed rewards,
+        gamma; at placeholder steps r = V and discount 0 (their target is their value)."""
+        config = self.config
+        r_t = returns.transform_rewards(steps.reward[:-1], config.reward_scaling,
+                                        config.reward_clipping)
+        discount_t = steps.discount[:-1] * config.discounting
+        return tf.where(mask_t > 0, r_t, tf.stop_gradient(v_t)), discount_t * mask_t
+
+    @tf.function(autograph=False)
+    def _critic_step(self, batch: Batch) -> Dict[str, tf.Tensor]:
+        """The baseline head on Monte-Carlo returns; nothing else moves."""
+        steps = batch.sequence.steps  # [T + 1, B, ...]
+        inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first)
+        mask_t = trajectory.valid_mask(steps.first)  # [T, B]
+        variables = self.core.parts.baseline_head.trainable_variables
+        with tf.GradientTape() as tape:
+            outputs, _ = self.core.unroll(inputs, batch.sequence.core_state)
+            v_t = outputs.baseline[:-1]
+            r_t, discount_t = self._transformed(steps, v_t, mask_t)
+            g_t = returns.discounted_returns(r_t, discount_t,
+                                             tf.stop_gradient(outputs.baseline[-1]))
+            loss = tf.reduce_sum(mask_t * losses.baseline_loss(g_t, v_t))
+        grad_norm = self._apply(tape.gradient(loss, variables), variables, batch.replayed,
+                                tf.shape(mask_t)[0], self.critic_optimizer)
+        return {'critic_pretrain/baseline_loss': loss, 'critic_pretrain/grad_norm': grad_norm,
+                'critic_pretrain/learning_rate': tf.identity(self.learning_rate)}
 
     @tf.function(autograph=False)  # no tensor-dependent Python control flow; tracing is ~3x faster
-    def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
-        """One update. Returns scalar metrics (the TensorBoard names)."""
+    def _learn_step(self, batch: Batch) -> Dict[str, tf.Tensor]:
         config = self.config
         steps = batch.sequence.steps  # [T + 1, B, ...]
         inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first)
@@ -53,12 +109,8 @@ class CLEARLearner(LearnerBase):
             bootstrap_value = outputs.baseline[-1]  # [B]
             log_pi_t = self._action_space.log_prob(params_t, action_t)  # [T, B]
 
-            r_t = returns.transform_rewards(steps.reward[:-1], config.reward_scaling,
-                                            config.reward_clipping)
-            discount_t = steps.discount[:-1] * config.discounting
             # At placeholder steps, r = V and discount = 0 make vs = V and A = 0.
-            r_t = tf.where(mask_t > 0, r_t, tf.stop_gradient(v_t))
-            discount_t = discount_t * mask_t
+            r_t, discount_t = self._transformed(steps, v_t, mask_t)
             targets = vtrace.from_importance_weights(
                 log_rhos=log_pi_t - steps.behaviour_log_prob[:-1],
                 discounts=discount_t, rewards=r_t, values=v_t,

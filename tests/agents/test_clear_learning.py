@@ -165,3 +165,82 @@ def test_rewards_are_scaled_then_clipped_as_in_the_seed(scaling, clipping):
     expected = 0.5 * np.sum(mask * (expected_r - v) ** 2)
     got = learner.step(batch)['loss/baseline'].numpy()
     np.testing.assert_allclose(got, expected, rtol=1e-4)
+
+
+def _numpy_discounted_returns(rewards, discounts, bootstrap):
+    """G_t = r_t + d_t G_{t+1}, G_T = bootstrap, by a loop over t."""
+    out = np.zeros_like(rewards)
+    g = bootstrap.copy()
+    for t in reversed(range(len(rewards))):
+        g = rewards[t] + discounts[t] * g
+        out[t] = g
+    return out
+
+
+def test_discounted_returns_match_a_numpy_loop():
+    from agents import returns
+    rng = np.random.default_rng(3)
+    rewards = rng.normal(size=(7, 5)).astype(np.float32)
+    discounts = (0.9 * (rng.uniform(size=(7, 5)) > 0.2)).astype(np.float32)  # some ends
+    bootstrap = rng.normal(size=5).astype(np.float32)
+    np.testing.assert_allclose(
+        returns.discounted_returns(rewards, discounts, bootstrap).numpy(),
+        _numpy_discounted_returns(rewards, discounts, bootstrap), rtol=1e-5)
+
+
+def _policy_variables(core):
+    """Everything the policy's output depends on: all but the baseline head."""
+    baseline = {id(v) for v in core.parts.baseline_head.variables}
+    return [v for v in core.variables if id(v) not in baseline]
+
+
+def _mc_error(learner, core, batch):
+    """Mean squared error of the baseline to the batch's Monte-Carlo returns (numpy)."""
+    steps = batch.sequence.steps
+    out, _ = core.unroll(CoreInputs(steps.observation, steps.prev_action, steps.prev_reward,
+                                    steps.first), batch.sequence.core_state)
+    v = out.baseline.numpy()
+    config = learner.config
+    r = np.clip(steps.reward[:-1] * config.reward_scaling, -1, 1)
+    g = _numpy_discounted_returns(r, steps.discount[:-1] * config.discounting, v[-1])
+    return float(np.mean((g - v[:-1]) ** 2))
+
+
+@pytest.mark.parametrize('lstm_size', [0, 8])
+def test_critic_pretraining_moves_only_the_baseline_then_learning_goes_on(lstm_size):
+    learner, core, action_space = make_learner(lstm_size, critic_pretrain_steps=30,
+                                               learning_rate=0.05)
+    batch = make_batch(core, action_space, num_replayed=2)
+    # Episodes end at the last step: the targets are pure Monte-Carlo returns, a fixed
+    # regression target (a bootstrapped one moves with the baseline it trains).
+    batch.sequence.steps.discount[T - 1] = 0.0
+    policy_before = [v.numpy().copy() for v in _policy_variables(core)]
+    error_before = _mc_error(learner, core, batch)
+    for step in range(30):
+        assert learner.phase() == 'critic_pretrain'
+        metrics = learner.step(batch)
+        assert sorted(metrics) == sorted(['critic_pretrain/baseline_loss',
+                                          'critic_pretrain/grad_norm',
+                                          'critic_pretrain/learning_rate'])
+        assert all(np.isfinite(float(m)) for m in metrics.values())
+    for before, v in zip(policy_before, _policy_variables(core)):
+        np.testing.assert_array_equal(before, v.numpy())  # bit-identical
+    assert _mc_error(learner, core, batch) < 0.5 * error_before
+    assert int(learner.num_steps.numpy()) == 30  # counted: a checkpoint resumes the phase
+    assert learner.phase() == 'learn'
+    metrics = learner.step(batch)
+    assert set(METRICS) <= set(metrics)
+    assert any(not np.array_equal(b, v.numpy())
+               for b, v in zip(policy_before, _policy_variables(core)))
+
+
+def test_a_restored_learner_resumes_in_its_phase(tmp_path):
+    learner, core, action_space = make_learner(0, critic_pretrain_steps=3)
+    batch = make_batch(core, action_space, num_replayed=0)
+    learner.step(batch)
+    path = tf.train.Checkpoint(learner=learner).save(str(tmp_path / 'ckpt'))
+    restored, _, _ = make_learner(0, critic_pretrain_steps=3)
+    tf.train.Checkpoint(learner=restored).restore(path).assert_existing_objects_matched()
+    assert restored.phase() == 'critic_pretrain'
+    restored.num_steps.assign(3)
+    assert restored.phase() == 'learn'

@@ -14,7 +14,7 @@ def _fake_run(directory, replay_fraction, seed, csv_text=HAND_WRITTEN, tasks='A,
     (directory / 'continual.csv').write_text(csv_text)
     (directory / 'run_config.json').write_text(json.dumps({
         'agent': 'clear', 'env': tasks, 'config': {'replay_fraction': replay_fraction},
-        'sequence': {'steps_per_task': 100, 'task_cycles': 1}}))
+        'env_options': {'steps_per_task': 100, 'task_cycles': 1}}))
     (directory / 'summary.json').write_text(json.dumps({'seed': seed, 'mean_forgetting': 0.5}))
     return str(directory)
 
