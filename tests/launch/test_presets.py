@@ -1,12 +1,15 @@
-"""Every preset in launch/presets/ parses into a valid run: flags that exist,
-belong to the preset's agent, and values the configs accept."""
+"""Every preset in launch/presets/ parses into a valid run (flags that exist,
+belong to the preset's agent, and values the configs accept) and trains for a
+few hundred env steps."""
 
+import dataclasses
 import os
 
 import pytest
 from absl import flags
 
 from agents import registry
+from launch import inprocess
 
 PRESETS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), 'launch', 'presets')
@@ -22,8 +25,9 @@ def test_there_are_presets():
     assert 'clear_cartpole.flags' in presets() and 'sac_pendulum.flags' in presets()
 
 
-@pytest.mark.parametrize('name', presets())
-def test_preset_resolves(name, tmp_path):
+def resolve_preset(name, tmp_path, *overrides):
+    """The preset's (options, config) as `launch/run.py` resolves them, flags after it
+    overriding it."""
     from launch import run  # defines run.py's flags on absl's FLAGS
     with open(os.path.join(PRESETS, name)) as f:
         lines = [line.strip() for line in f if line.strip() and not line.startswith('#')]
@@ -34,8 +38,35 @@ def test_preset_resolves(name, tmp_path):
     flagfile.write_text('\n'.join(kept) + '\n')
     flags.FLAGS.unparse_flags()
     try:
-        flags.FLAGS(['run.py', f'--flagfile={flagfile}'])
-        options, config = run.resolve()
+        flags.FLAGS(['run.py', f'--flagfile={flagfile}', *overrides])
+        return run.resolve()
     finally:
         flags.FLAGS.unparse_flags()
+
+
+@pytest.mark.parametrize('name', presets())
+def test_preset_resolves(name, tmp_path):
+    options, config = resolve_preset(name, tmp_path)
     assert isinstance(config, registry.get(options.agent).config_class)
+
+
+@pytest.mark.parametrize('name', [p for p in presets() if not p.startswith('benchmark_')])
+def test_preset_runs_a_few_hundred_steps(name, tmp_path):
+    """Each result's configuration trains, in one process, for a few hundred env steps
+    (one batch's worth at least), evaluates and exports."""
+    options, config = resolve_preset(name, tmp_path)
+    plan = registry.get(options.agent).data_plan(config)
+    # Enough for a first batch: rounds of sequences until replay may be sampled, and
+    # two more (the actors may be ahead of the learner by a round and the queue).
+    rounds = -(-plan.min_replay_size // options.num_envs) + 2
+    steps = max(300, plan.batch_sequences * plan.sequence_length,
+                rounds * options.num_envs * plan.sequence_period)
+    if options.is_sequence:  # two visits' worth of a few hundred steps
+        overrides = [f'--steps_per_task={steps // len(options.tasks) + 1}']
+    else:
+        overrides = [f'--num_steps={steps}']
+    options, config = resolve_preset(name, tmp_path, *overrides, '--eval_episodes=1',
+                                     f'--logdir={tmp_path / "run"}')
+    summary = inprocess.train(dataclasses.replace(options, log_interval_s=1000.0), config)
+    assert summary['learner_steps'] >= 1 and summary['env_steps'] >= steps
+    assert summary['eval_return_mean'] is not None
