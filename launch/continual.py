@@ -88,8 +88,7 @@ def mean_forgetting(results: Sequence[Dict[str, Any]]) -> Optional[float]:
 class ContinualEvaluation:
     """Evaluates every task of `options`' sequence on schedule and keeps `continual.csv`."""
 
-    def __init__(self, options: RunOptions, action_space: ActionSpace,
-                 reward_weights: Optional[Sequence[float]] = None):
+    def __init__(self, options: RunOptions, action_space: ActionSpace):
         self.options = options
         self._action_space = action_space
         self._shared = shared_spaces.shared_spaces(options.tasks)

@@ -55,9 +55,11 @@ def load_run(logdir: str) -> Dict[str, Any]:
         label = f'{agent.upper()} (replay_fraction={fraction:g})'
     else:
         label = agent.upper()
+    group = label
     if summary.get('mean_forgetting') is not None:
         label += f', forgetting {summary["mean_forgetting"]:.2f}'
     return {'rows': rows, 'tasks': list(dict.fromkeys(r['task'] for r in rows)),
+            'group': group,
             'sequence': run.get('env', '').split(','), 'steps_per_task':
             sequence.get('steps_per_task'), 'task_cycles': sequence.get('task_cycles', 1),
             'label': label, 'seed': summary.get('seed')}
@@ -85,7 +87,15 @@ def plot_continual(logdirs: Sequence[str], output: str, title: str = '') -> str:
                         + '; '.join(f'{d}: {",".join(r["tasks"])}' for d, r in zip(logdirs, runs)))
     seeds = {r['seed'] for r in runs}
     fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.6), squeeze=False)
-    colors = plt.rcParams['axes.prop_cycle'].by_key()['color']
+    # One colour per agent / replay fraction, one line style per run within it.
+    palette = plt.rcParams['axes.prop_cycle'].by_key()['color']
+    groups = list(dict.fromkeys(r['group'] for r in runs))
+    styles = ['-', '--', ':', '-.']
+    looks = []
+    for run in runs:
+        same = sum(1 for look in looks if look[0] == run['group'])
+        looks.append((run['group'], palette[groups.index(run['group']) % len(palette)],
+                      styles[same % len(styles)]))
     for ax, task in zip(axes[0], tasks):
         first = runs[0]
         if first['steps_per_task']:
@@ -99,8 +109,8 @@ def plot_continual(logdirs: Sequence[str], output: str, title: str = '') -> str:
             mean = np.array([r['return_mean'] for r in own])
             std = np.array([r['return_std'] for r in own])
             label = run['label'] + (f', seed {run["seed"]}' if len(seeds) > 1 else '')
-            color = colors[i % len(colors)]
-            ax.plot(x, mean, color=color, label=label)
+            _, color, style = looks[i]
+            ax.plot(x, mean, color=color, linestyle=style, label=label)
             ax.fill_between(x, mean - std, mean + std, color=color, alpha=0.15, linewidth=0)
         ax.set_title(f'{task} (shaded: trained)')
         ax.set_xlabel('env steps')
