@@ -57,12 +57,16 @@ def test_preset_runs_a_few_hundred_steps(name, tmp_path):
     options, config = resolve_preset(name, tmp_path)
     plan = registry.get(options.agent).data_plan(config)
     # Enough for a first batch: rounds of sequences until replay may be sampled, and
-    # two more (the actors may be ahead of the learner by a round and the queue).
+    # more, because the actors run ahead of a learner still compiling its step (by
+    # a round, the queue, or a rate limiter's slack, which then holds them back: each
+    # step more costs learner updates there); counted in frames.
     rounds = -(-plan.min_replay_size // options.num_envs) + 2
-    steps = max(300, plan.batch_sequences * plan.sequence_length,
-                rounds * options.num_envs * plan.sequence_period)
-    if options.is_sequence:  # two visits' worth of a few hundred steps
-        overrides = [f'--steps_per_task={steps // len(options.tasks) + 1}']
+    margin = 2 if plan.samples_per_insert else 3
+    steps = margin * options.step_mul * max(300, plan.batch_sequences * plan.sequence_length,
+                                            rounds * options.num_envs * plan.sequence_period)
+    if options.is_sequence:  # the same steps over the visits, every task evaluated thrice
+        per_task = steps // len(options.tasks) + 1
+        overrides = [f'--steps_per_task={per_task}', f'--eval_every_steps={per_task}']
     else:
         overrides = [f'--num_steps={steps}']
     options, config = resolve_preset(name, tmp_path, *overrides, '--eval_episodes=1',
