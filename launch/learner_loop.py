@@ -6,6 +6,8 @@ step, and hands the result to its triggers, periodic actions declared once
 (`Every`): publish weights every `publish_period` steps, write TensorBoard
 summaries (and check for non-finite losses) every `summary_interval_s`, log
 progress every `log_interval_s`, checkpoint every `checkpoint_interval_s`.
+A task sequence also evaluates every task when its env-step schedule
+says so (`launch/continual.py`; the untrained policy when the run is built).
 It stops at the first of: the env-step budget, the target return, the
 caller's `should_stop`. `finish` checkpoints, evaluates (not after an
 interrupt), exports and writes `summary.json`. TensorBoard: the agent's
