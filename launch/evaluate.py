@@ -91,10 +91,14 @@ def run_episodes(model, specs: dict, env: gym.Env, episodes: int, seed: int,
     for episode in range(episodes):
         observation, _ = env.reset(seed=seed + episode)
         inputs = dict(model.signatures['initial_state'](batch_size=tf.constant(1)))
-        inputs['prev_action'] = tf.zeros([1, *specs['action']['shape']], action_dtype)
+        # "No previous action" at the first step (models exported before the specs
+        # said so took zeros).
+        first = specs.get('first_prev_action', 0)
+        inputs['prev_action'] = tf.cast(
+            tf.broadcast_to(first, [1, *specs['action']['shape']]), action_dtype)
         inputs['prev_reward'] = tf.zeros([1], tf.float32)
         if 'step_mul' in specs:  # a learned action repeat: the policy says how often
-            inputs['prev_step_mul'] = tf.ones([1], tf.int32)
+            inputs['prev_step_mul'] = tf.zeros([1], tf.int32)
         total, done = 0.0, False
         while not done:
             inputs['observation'] = tf.constant(np.asarray(observation)[None], obs_dtype)

@@ -12,7 +12,7 @@ Signatures (all batched; names are the inputs' and outputs' keys):
 - `step(observation, prev_action, prev_reward, state_0 ... state_K)` ->
   `action`, `state_0 ... state_K`: samples an action; a policy with a learned
   action repeat (`--step_mul`, `launch/action_repeat.py`) also takes
-  `prev_step_mul` (int32 `[B]`, the previous decision's repeat count; 1 at an
+  `prev_step_mul` (int32 `[B]`, the previous decision's repeat count; 0 at an
   episode's first step) and outputs `step_mul` (int32 `[B]`, in 1..N): take
   `action` that many times;
 - `step_deterministic(...)`: the same with the greedy / mean action;
@@ -25,9 +25,11 @@ integer including `start`; `MultiDiscrete`: the integer array; `Box`: the
 float array clipped to the bounds; a SAC policy's squashed action is rescaled
 to them; SAC exports its actor only, or, with `--discrete_policy=critic`, the critics
 and temperatures its softmax(Q / alpha) policy acts with). At an episode's first step pass the
-initial state, zero `prev_action` and `prev_reward`, which is what the
-library's core sees there. Observations must be one tensor (a `Box` or
-`Discrete` space) and actions one `Discrete`, `MultiDiscrete` or `Box`.
+initial state, `prev_reward` 0 and `prev_action` = the specs' `first_prev_action`
+(`Discrete`: start - 1, `MultiDiscrete`: start - 1 per entry, `Box`: zeros), which
+the core encodes as no previous action (an all-zero one-hot), exactly what the
+library's core sees there; `prev_step_mul` 0 likewise. Observations must be one
+tensor (a `Box` or `Discrete` space) and actions one `Discrete`, `MultiDiscrete` or `Box`.
 """
 
 import json
@@ -65,6 +67,17 @@ def _check_exportable(observation_space: gym.Space, action_space: gym.Space) -> 
                           f'got {action_space}')
 
 
+def _first_prev_action(space: gym.Space):
+    """The `prev_action` of an episode's first step: one below each categorical range,
+    which encodes as an all-zero one-hot (`tf.one_hot` of an index out of range), as
+    the library's core zeroes the previous action there; zeros for a `Box`."""
+    if isinstance(space, gym.spaces.Discrete):
+        return int(space.start) - 1
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        return (np.asarray(space.start) - 1).tolist()
+    return np.zeros(space.shape).tolist()
+
+
 def _concrete(fn, *args, **kwargs):
     return tf.function(fn, autograph=False).get_concrete_function(*args, **kwargs)
 
@@ -100,6 +113,7 @@ class ExportedPolicy(tf.Module):
             'action': {'space': repr(space), 'shape': list(env_shape), 'dtype': env_dtype.name},
             'state': [{'shape': list(s.shape[1:]), 'dtype': s.dtype.name}
                       for s in self._state_specs],
+            'first_prev_action': _first_prev_action(space),
             **({'step_mul': self._max_step_mul} if self._max_step_mul else {}),
         })
         inputs = {
@@ -160,8 +174,8 @@ class ExportedPolicy(tf.Module):
             self._state_structure, flat_state[:len(tf.nest.flatten(self._state_structure))])
         first = tf.zeros(tf.shape(prev_reward), tf.bool)
         prev_leaves = self._to_leaves(prev_action)
-        if self._max_step_mul:  # the head's value is the repeat count - 1
-            prev_leaves += (tf.maximum(prev_step_mul - 1, 0),)
+        if self._max_step_mul:  # the head's value is the repeat count - 1 (-1: none)
+            prev_leaves += (prev_step_mul - 1,)
         outputs, new_state = self._core(
             CoreInputs(observation, prev_leaves, prev_reward, first), structure)
         params = outputs.policy_params

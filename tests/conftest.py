@@ -129,7 +129,8 @@ STANDALONE = textwrap.dedent('''
     for seed in seeds:
         obs, _ = env.reset(seed=seed)
         inputs = dict(model.signatures['initial_state'](batch_size=tf.constant(1)))
-        inputs['prev_action'] = tf.zeros([1, *action_shape], action_dtype)
+        inputs['prev_action'] = tf.cast(tf.broadcast_to(specs['first_prev_action'],
+                                                        [1, *action_shape]), action_dtype)
         inputs['prev_reward'] = tf.zeros([1], tf.float32)
         total, done = 0.0, False
         while not done:

@@ -94,10 +94,7 @@ def test_a_learned_step_mul_run_exports_and_evaluates_with_it(tmp_path, run_scri
     from launch import export
     core, action_space, _, env_id = export.restore_core(str(logdir))
     assert env_id == 'CartPole-v1' and len(action_space.leaves) == 2
-    # In-library greedy returns, one environment, as launch/evaluate.py plays them: the
-    # SavedModel has no `first` input, so its first step sees a zero previous action
-    # (encoded as action 0) where the library's core zeroes the encoding; the loop
-    # gives the core what the SavedModel sees.
+    # In-library greedy returns, one environment, as launch/evaluate.py plays them.
     policy = Policy(core, action_space, seed=0, deterministic=True)
     env = action_repeat.LearnedActionRepeat(gym.make('CartPole-v1'), 3)
     expected = []
@@ -105,7 +102,7 @@ def test_a_learned_step_mul_run_exports_and_evaluates_with_it(tmp_path, run_scri
         obs, _ = env.reset(seed=seed)
         state, total, done = policy.initial_state(1), 0.0, False
         prev_action = (np.zeros([1], np.int32), np.zeros([1], np.int32))
-        prev_reward, first = np.zeros([1], np.float32), np.zeros([1], bool)
+        prev_reward, first = np.zeros([1], np.float32), np.ones([1], bool)
         while not done:
             action, _, _, _, state = policy(obs[None].astype(np.float32), prev_action,
                                             prev_reward, first, state)
@@ -114,6 +111,7 @@ def test_a_learned_step_mul_run_exports_and_evaluates_with_it(tmp_path, run_scri
             total += reward
             done = terminated or truncated
             prev_action, prev_reward = action, np.array([reward], np.float32)
+            first = np.zeros([1], bool)
         expected.append(total)
     result = run_script('evaluate', [f'--saved_model={summary["saved_model"]}',
                                      '--episodes=2', '--seed=100'])
