@@ -107,6 +107,12 @@ class ContinualEvaluation:
             return None
         return point
 
+    def evaluate_due(self, core: ActorCriticCore, env_steps: int) -> None:
+        """Evaluates every task if a scheduled point was reached by `env_steps`."""
+        point = self.due(env_steps)
+        if point is not None:
+            self.evaluate(core, point)
+
     def evaluate(self, core: ActorCriticCore, point: int) -> List[Dict[str, Any]]:
         """Evaluates every task now; appends the rows, labelled `point`, and returns them."""
         options, rows = self.options, []

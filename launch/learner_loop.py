@@ -148,11 +148,8 @@ class LearnerRun:
 
     def _evaluate_tasks(self) -> None:
         """A task sequence's scheduled evaluation of every task, when one is due."""
-        if self.continual is None:
-            return
-        point = self.continual.due(self.total_env_steps())
-        if point is not None:
-            self.continual.evaluate(self.core, point)
+        if self.continual is not None:
+            self.continual.evaluate_due(self.core, self.total_env_steps())
 
     def _target_reached(self, stats: EpisodeStats) -> bool:
         target = self.setup.options.target_return
