@@ -11,7 +11,7 @@ from agents import registry
 from launch import action_repeat, environments, inprocess
 from launch import setup as setup_lib
 from launch.actor import Actor, EpisodeStats, Policy
-from tests.launch.test_run import SMALL_CONFIG, SMALL_FLAGS, small_options
+from tests.launch.test_run import SMALL_CONFIG, small_options
 
 
 class _Counter(gym.Env):
@@ -118,8 +118,3 @@ def test_a_learned_step_mul_run_exports_and_evaluates_with_it(tmp_path, run_scri
     assert result.returncode == 0, result.stderr[-2000:]
     assert json.loads(result.stdout.strip().splitlines()[-1])['returns'] == expected
 
-
-def test_step_mul_zero_is_one_error_line(run_cli):
-    result = run_cli([*SMALL_FLAGS, '--step_mul=0'], timeout=60)
-    assert result.returncode == 1 and len(result.errors) == 1
-    assert 'step_mul must be >= 1' in result.errors[0]

@@ -36,11 +36,9 @@ def test_runs_of_other_sequences_or_without_a_csv_are_one_error(tmp_path, run_sc
     other = _fake_run(tmp_path / 'other', 0.5, 1, HAND_WRITTEN.replace(',C,', ',D,'), 'A,B,D')
     with pytest.raises(plot.PlotError, match='different task sequences'):
         plot.plot_continual([clear, other], str(tmp_path / 'x.png'))
-    result = run_script('plot', ['--continual', str(tmp_path), f'--output={tmp_path}/y.png'])
+    # The second logdir comes after the flag's value, as the README writes it.
+    result = run_script('plot', ['--continual', clear, str(tmp_path),
+                                 f'--output={tmp_path}/y.png'])
     assert result.returncode == 1 and len(result.errors) == 1
     assert 'no continual.csv' in result.errors[0]
     assert not (tmp_path / 'y.png').exists()
-    result = run_script('plot', ['--continual', clear, str(tmp_path / 'clear'),
-                                 f'--output={tmp_path}/z.png'])
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert (tmp_path / 'z.png').exists()

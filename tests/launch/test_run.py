@@ -123,6 +123,13 @@ def test_bad_input_gives_one_clear_line_and_nonzero_exit(args, message, run_cli,
     (['--launcher=ray'], "unknown --launcher='ray'"),
     (['--eval_epsilon=1.5'], 'eval_epsilon must be in [0, 1], got 1.5'),
     (['--eval_epsilon=-0.1'], 'eval_epsilon must be in [0, 1], got -0.1'),
+    (['--step_mul=0'], 'step_mul must be >= 1'),
+    (['--tasks=CartPole-v1,Pendulum-v1', '--steps_per_task=100'], 'incompatible'),
+    (['--tasks=CartPole-v1,Acrobot-v1', '--steps_per_task=0'], 'steps_per_task >= 1'),
+    (['--tasks=CartPole-v1,Acrobot-v1', '--steps_per_task=100', '--env=CartPole-v1'],
+     '--env or --tasks'),
+    (['--tasks=CartPole-v1,Acrobot-v1', '--steps_per_task=100', '--num_steps=5'],
+     'leave --num_steps out'),
 ])
 def test_bad_values_are_one_error_line_from_main(args, message, tmp_path, capsys):
     """The same `main` the command line runs, in this process (no TF start-up per case)."""
