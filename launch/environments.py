@@ -68,21 +68,28 @@ def reward_size(envs: gym.vector.VectorEnv) -> int:
     return getattr(envs, 'reward_size', 0)
 
 
-def _declared_reward_size(env: gym.Env) -> int:
+def env_reward_size(env: gym.Env) -> int:
+    """k when `env` declares k-component vector rewards (a `reward_space`), else 0."""
     space = getattr(env.unwrapped, 'reward_space', None)
     shape = getattr(space, 'shape', None)
     return int(shape[0]) if shape and len(shape) == 1 else 0
 
 
-def declared_reward_size(env_id: str) -> int:
-    """k when `env_id`'s rewards are k-component vectors, 0 for scalar rewards."""
+def make_env(env_id: str) -> gym.Env:
+    """One environment of `env_id` (`module:Env-v0` too), without gymnasium's checker;
+    `EnvironmentSetupError` (one line) when it cannot be made."""
     check_env_id(env_id)
     try:
-        env = gym.make(env_id, disable_env_checker=True)
+        return gym.make(env_id, disable_env_checker=True)
     except Exception as e:  # gymnasium raises many kinds (missing extras, bad kwargs).
         raise EnvironmentSetupError(f'cannot make environment {env_id!r}: {e}') from None
+
+
+def declared_reward_size(env_id: str) -> int:
+    """k when `env_id`'s rewards are k-component vectors, 0 for scalar rewards."""
+    env = make_env(env_id)
     try:
-        return _declared_reward_size(env)
+        return env_reward_size(env)
     finally:
         env.close()
 
@@ -117,7 +124,7 @@ def make_vector_env(env_id: str, num_envs: int, seed: int,
             envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=vectorization_mode)
     except Exception as e:  # gymnasium raises many kinds (missing extras, bad kwargs).
         raise EnvironmentSetupError(f'cannot make environment {env_id!r}: {e}') from None
-    declared = _declared_reward_size(envs.envs[0]) if hasattr(envs, 'envs') else 0
+    declared = env_reward_size(envs.envs[0]) if hasattr(envs, 'envs') else 0
     if declared != reward_size(envs):
         envs.close()
         if not reward_weights:

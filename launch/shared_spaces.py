@@ -20,7 +20,7 @@ from typing import Any, List, Optional, Sequence, Tuple
 import gymnasium as gym
 import numpy as np
 
-from launch.environments import EnvironmentSetupError, check_env_id, declared_reward_size
+from launch.environments import EnvironmentSetupError, env_reward_size, make_env
 from networks.observations import ACTION_MASK
 
 
@@ -54,14 +54,10 @@ class SharedSpaces:
 
 
 def _spaces_of(env_id: str) -> Tuple[gym.Space, gym.Space]:
-    check_env_id(env_id)
-    if declared_reward_size(env_id):
-        raise EnvironmentSetupError(f'{env_id}: task sequences need scalar rewards')
+    env = make_env(env_id)
     try:
-        env = gym.make(env_id, disable_env_checker=True)
-    except Exception as e:  # gymnasium raises many kinds (missing extras, bad kwargs).
-        raise EnvironmentSetupError(f'cannot make environment {env_id!r}: {e}') from None
-    try:
+        if env_reward_size(env):
+            raise EnvironmentSetupError(f'{env_id}: task sequences need scalar rewards')
         return env.observation_space, env.action_space
     finally:
         env.close()
@@ -170,11 +166,7 @@ class SharedSpaceEnv(gym.Wrapper):
 
 def make_task_env(env_id: str, shared: SharedSpaces) -> gym.Env:
     """One environment of task `env_id` in the shared spaces."""
-    try:
-        env = gym.make(env_id, disable_env_checker=True)
-    except Exception as e:  # gymnasium raises many kinds (missing extras, bad kwargs).
-        raise EnvironmentSetupError(f'cannot make environment {env_id!r}: {e}') from None
-    return SharedSpaceEnv(env, shared, env_id)
+    return SharedSpaceEnv(make_env(env_id), shared, env_id)
 
 
 def make_task_vector_env(env_id: str, shared: SharedSpaces, num_envs: int,
