@@ -19,8 +19,10 @@ setup(
         "gymnasium>=1.0,<2",
         "numpy<2",
         "absl-py",
-        # launch/plot.py (continual-learning curves)
+        # launch/plot.py (learning and continual-learning curves)
         "matplotlib",
+        # launch/console.py (the progress bar)
+        "tqdm",
     ],
     extras_require={
         "test": ["pytest>=7", "pytest-xdist>=3"],

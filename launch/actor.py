@@ -10,7 +10,7 @@ episode ends.
 
 import collections
 import threading
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -64,6 +64,11 @@ class EpisodeStats:
         if not returns:
             return float('nan'), float('nan'), 0
         return float(np.mean(returns)), float(np.mean(lengths)), len(returns)
+
+    def recent_returns(self, n: int) -> List[float]:
+        """The returns of the last `n` episodes."""
+        with self._lock:
+            return list(self._returns)[-n:]
 
     def pop_new(self):
         """Episodes finished since the last call (for TensorBoard)."""

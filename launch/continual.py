@@ -29,9 +29,8 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
-from absl import logging
 
-from launch import evaluation, shared_spaces
+from launch import console, evaluation, periodic_evaluation, shared_spaces
 from launch.options import RunOptions
 from networks.cores import ActorCriticCore
 from networks.distributions import ActionSpace
@@ -94,18 +93,19 @@ class ContinualEvaluation:
         self._shared = shared_spaces.shared_spaces(options.tasks)
         self.path = os.path.join(options.logdir, CSV)
         rows = read_rows(self.path) if os.path.exists(self.path) else []
-        self.last_point: Optional[int] = max((r['env_steps'] for r in rows), default=None)
+        self.schedule = periodic_evaluation.EvalSchedule(
+            options.eval_interval, options.sequence_steps,
+            max((r['env_steps'] for r in rows), default=None))
         self._writer = tf.summary.create_file_writer(options.logdir)
+
+    @property
+    def last_point(self) -> Optional[int]:
+        """The env steps of the last evaluation (None before the first)."""
+        return self.schedule.last_point
 
     def due(self, env_steps: int) -> Optional[int]:
         """The latest scheduled point reached by `env_steps` and not yet evaluated."""
-        interval = self.options.eval_interval
-        point = min(env_steps // interval * interval, self.options.sequence_steps)
-        if env_steps >= self.options.sequence_steps:
-            point = self.options.sequence_steps
-        if self.last_point is not None and point <= self.last_point:
-            return None
-        return point
+        return self.schedule.due(env_steps)
 
     def evaluate_due(self, core: ActorCriticCore, env_steps: int) -> None:
         """Evaluates every task if a scheduled point was reached by `env_steps`."""
@@ -134,8 +134,8 @@ class ContinualEvaluation:
             for row in rows:
                 tf.summary.scalar(f'eval/{row["task"]}/return', row['return_mean'])
         self._writer.flush()
-        self.last_point = point
-        logging.info('evaluation at env step %d: %s', point, '  '.join(
+        self.schedule.last_point = point
+        console.status(f'evaluation at env step {point:,}: ' + '  '.join(
             f'{r["task"]} {r["return_mean"]:.1f}' for r in rows))
         return rows
 

@@ -15,7 +15,7 @@ learn one value per component of.
 """
 
 import importlib
-from typing import Callable, Optional, Sequence
+from typing import Any, Callable, Mapping, Optional, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -75,19 +75,25 @@ def env_reward_size(env: gym.Env) -> int:
     return int(shape[0]) if shape and len(shape) == 1 else 0
 
 
-def make_env(env_id: str) -> gym.Env:
-    """One environment of `env_id` (`module:Env-v0` too), without gymnasium's checker;
-    `EnvironmentSetupError` (one line) when it cannot be made."""
+def make_env(env_id: str, env_kwargs: Optional[Mapping[str, Any]] = None) -> gym.Env:
+    """One environment of `env_id` (`module:Env-v0` too) made with `env_kwargs`, without
+    gymnasium's checker; `EnvironmentSetupError` (one line) when it cannot be made."""
     check_env_id(env_id)
     try:
-        return gym.make(env_id, disable_env_checker=True)
+        return gym.make(env_id, disable_env_checker=True, **(env_kwargs or {}))
     except Exception as e:  # gymnasium raises many kinds (missing extras, bad kwargs).
-        raise EnvironmentSetupError(f'cannot make environment {env_id!r}: {e}') from None
+        raise EnvironmentSetupError(f'cannot make environment {env_id!r}'
+                                    f'{_with(env_kwargs)}: {e}') from None
 
 
-def declared_reward_size(env_id: str) -> int:
+def _with(env_kwargs: Optional[Mapping[str, Any]]) -> str:
+    return (' with --env_kwargs=' + ','.join(f'{k}={v!r}' for k, v in env_kwargs.items())
+            if env_kwargs else '')
+
+
+def declared_reward_size(env_id: str, env_kwargs: Optional[Mapping[str, Any]] = None) -> int:
     """k when `env_id`'s rewards are k-component vectors, 0 for scalar rewards."""
-    env = make_env(env_id)
+    env = make_env(env_id, env_kwargs)
     try:
         return env_reward_size(env)
     finally:
@@ -99,31 +105,46 @@ def _same(env: gym.Env) -> gym.Env:
 
 
 def make_vector_env(env_id: str, num_envs: int, seed: int,
-                    vectorization_mode: str = None,
+                    vectorization_mode: Optional[str] = None,
                     reward_weights: Optional[Sequence[float]] = None,
-                    wrap: Optional[Callable[[gym.Env], gym.Env]] = None) -> gym.vector.VectorEnv:
-    """`num_envs` copies of `env_id`, reset with seeds `seed, seed + 1, ...`.
+                    wrap: Optional[Callable[[gym.Env], gym.Env]] = None,
+                    env_kwargs: Optional[Mapping[str, Any]] = None) -> gym.vector.VectorEnv:
+    """`num_envs` copies of `env_id` made with `env_kwargs`, reset with seeds `seed, seed + 1, ...`.
 
+    `vectorization_mode`: None (the environment's own vectorised version where
+    it has one, else sync), 'sync' or 'async' (an `AsyncVectorEnv`: one
+    subprocess per copy, for environments slower than the network).
     `reward_weights`: for an environment with vector rewards (see the module
     docstring); an error for one without, and a vector-reward one needs them.
-    `wrap`: applied to each copy (e.g. `launch.action_repeat`), in a `SyncVectorEnv`.
+    `wrap`: applied to each copy (e.g. `launch.action_repeat`).
     """
     if num_envs < 1:
         raise EnvironmentSetupError(f'num_envs must be >= 1, got {num_envs}')
     check_env_id(env_id)
+    kwargs = dict(env_kwargs or {})
+    wrap = wrap or _same
+
+    def make_one() -> gym.Env:
+        return wrap(gym.make(env_id, disable_env_checker=True, **kwargs))
+
     try:
         if reward_weights:
+            if vectorization_mode == 'async':
+                raise EnvironmentSetupError('vector rewards (--reward_weights) step their '
+                                            'environments in one process: --vector_env=sync')
             # gymnasium's checker warns on every non-scalar reward: these are by design.
-            envs = VectorRewardSyncVectorEnv(
-                [lambda: (wrap or _same)(gym.make(env_id, disable_env_checker=True))
-                 for _ in range(num_envs)], reward_weights)
-        elif wrap is not None:
-            envs = gym.vector.SyncVectorEnv([lambda: wrap(gym.make(env_id))
-                                             for _ in range(num_envs)])
+            envs = VectorRewardSyncVectorEnv([make_one] * num_envs, reward_weights)
+        elif vectorization_mode == 'async':
+            envs = gym.vector.AsyncVectorEnv([make_one] * num_envs)
+        elif wrap is not _same or vectorization_mode == 'sync':
+            envs = gym.vector.SyncVectorEnv([make_one] * num_envs)
         else:
-            envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=vectorization_mode)
+            envs = gym.make_vec(env_id, num_envs=num_envs, **kwargs)
+    except EnvironmentSetupError:
+        raise
     except Exception as e:  # gymnasium raises many kinds (missing extras, bad kwargs).
-        raise EnvironmentSetupError(f'cannot make environment {env_id!r}: {e}') from None
+        raise EnvironmentSetupError(f'cannot make environment {env_id!r}{_with(env_kwargs)}: '
+                                    f'{e}') from None
     declared = env_reward_size(envs.envs[0]) if hasattr(envs, 'envs') else 0
     if declared != reward_size(envs):
         envs.close()

@@ -3,8 +3,9 @@
 `python launch/evaluate.py --saved_model=DIR --env=ID --episodes=N [--video_dir=DIR]
 [--eval_epsilon=E]` prints the mean and std of the returns as JSON. With
 `--eval_epsilon` (ALF's epsilon-greedy evaluation) each step samples its
-action from the policy with probability E instead of taking the greedy one. It imports nothing from this
-library, so it is also an example of serving the SavedModel elsewhere.
+action from the policy with probability E instead of taking the greedy one. Of this
+library it needs `launch/policy.py` alone (TensorFlow, gymnasium, numpy), so it is also
+an example of serving the SavedModel elsewhere.
 Bad input (not a SavedModel, an environment whose spaces do not match the
 model's specs) ends with one `error:` line and exit status 1.
 """
@@ -14,11 +15,14 @@ import os
 import sys
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+# Runnable as a script from a checkout as well as installed.
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
-import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
+
+from launch.policy import Policy, PolicyError  # noqa: E402
 
 flags.DEFINE_string('saved_model', None, 'directory written by launch/export.py')
 flags.DEFINE_string('env', None, 'gymnasium id (default: the one recorded in the model)')
@@ -34,93 +38,17 @@ flags.DEFINE_list('reward_weights', None,
 FLAGS = flags.FLAGS
 
 
-class EvaluationError(ValueError):
-    pass
+EvaluationError = PolicyError
 
 
-def load(saved_model: str):
-    """(loaded model, specs dict); raises EvaluationError for anything else."""
-    if not tf.saved_model.contains_saved_model(saved_model or ''):
-        raise EvaluationError(f'{saved_model!r} is not a SavedModel directory')
-    model = tf.saved_model.load(saved_model)
-    if 'specs' not in model.signatures:
-        raise EvaluationError(f'{saved_model!r} is a SavedModel without a policy `specs` signature')
-    specs = json.loads(model.signatures['specs']()['specs'].numpy().decode())
-    return model, specs
-
-
-def check_env(env: gym.Env, specs: dict) -> None:
-    observation = env.observation_space
-    shape = list(getattr(observation, 'shape', None) or [])
-    if shape != specs['observation']['shape']:
-        raise EvaluationError(
-            f'the environment observes {observation} but the policy expects shape '
-            f'{specs["observation"]["shape"]} (exported for {specs["env"]})')
-    action_shape = list(env.action_space.shape or [])
-    if action_shape != specs['action']['shape']:
-        raise EvaluationError(f'the environment acts in {env.action_space} but the policy '
-                              f'outputs {specs["action"]["space"]}')
-
-
-def scalar_reward(reward, weights) -> float:
-    """The reward, or the weighted sum of a vector one."""
-    reward = np.asarray(reward, np.float64)
-    if reward.ndim == 0:
-        if weights is not None:
-            raise EvaluationError('--reward_weights given but the rewards are scalars')
-        return float(reward)
-    if weights is None or len(weights) != reward.size:
-        raise EvaluationError(f'the environment\'s rewards have {reward.size} components: pass '
-                              f'--reward_weights with {reward.size} numbers')
-    return float(reward.ravel() @ np.asarray(weights, np.float64))
-
-
-def run_episodes(model, specs: dict, env: gym.Env, episodes: int, seed: int,
+def run_episodes(policy: Policy, env: gym.Env, episodes: int, seed: int,
                  deterministic: bool = True, reward_weights=None,
                  epsilon: float = 0.0) -> np.ndarray:
-    """One environment, episodes one after another, batch size 1. Returns the returns
-    (vector rewards weighted by `reward_weights`). With probability `epsilon` a step
-    samples its action from the policy (`step`) instead of taking the greedy one
-    (ALF's epsilon-greedy); the choices are seeded by `seed`."""
-    step = model.signatures['step_deterministic' if deterministic else 'step']
-    sample = model.signatures['step']
+    """One environment, episodes one after another (episode i reset with `seed + i`),
+    batch size 1. Returns the returns; `epsilon`'s choices are seeded by `seed`."""
     rng = np.random.default_rng(seed)
-    obs_dtype = tf.as_dtype(specs['observation']['dtype'])
-    action_dtype = tf.as_dtype(specs['action']['dtype'])
-    returns = []
-    for episode in range(episodes):
-        observation, _ = env.reset(seed=seed + episode)
-        inputs = dict(model.signatures['initial_state'](batch_size=tf.constant(1)))
-        # "No previous action" at the first step (models exported before the specs
-        # said so took zeros).
-        first = specs.get('first_prev_action', 0)
-        inputs['prev_action'] = tf.cast(
-            tf.broadcast_to(first, [1, *specs['action']['shape']]), action_dtype)
-        inputs['prev_reward'] = tf.zeros([1], tf.float32)
-        if 'step_mul' in specs:  # a learned action repeat: the policy says how often
-            inputs['prev_step_mul'] = tf.zeros([1], tf.int32)
-        total, done = 0.0, False
-        while not done:
-            inputs['observation'] = tf.constant(np.asarray(observation)[None], obs_dtype)
-            explore = epsilon and rng.random() < epsilon
-            outputs = (sample if explore else step)(**inputs)
-            action = outputs.pop('action')
-            repeats = outputs.pop('step_mul', None)
-            reward = 0.0
-            for _ in range(1 if repeats is None else int(repeats.numpy()[0])):
-                observation, one, terminated, truncated, _ = env.step(action.numpy()[0])
-                reward += scalar_reward(one, reward_weights)
-                done = terminated or truncated
-                if done:
-                    break
-            total += reward
-            if repeats is not None:
-                inputs['prev_step_mul'] = repeats
-            inputs.update(outputs)
-            inputs['prev_action'] = action
-            inputs['prev_reward'] = tf.constant([reward], tf.float32)
-        returns.append(total)
-    return np.asarray(returns)
+    return np.asarray([policy.run_episode(env, seed + i, deterministic, epsilon, rng,
+                                          reward_weights) for i in range(episodes)])
 
 
 def main(argv):
@@ -128,14 +56,14 @@ def main(argv):
     try:
         if not 0.0 <= FLAGS.eval_epsilon <= 1.0:
             raise EvaluationError(f'--eval_epsilon must be in [0, 1], got {FLAGS.eval_epsilon}')
-        model, specs = load(FLAGS.saved_model)
-        env_id = FLAGS.env or specs['env']
+        policy = Policy(FLAGS.saved_model)
+        env_id = FLAGS.env or policy.env_id
         try:
             # render_mode only when recording: not every environment takes the argument.
             env = gym.make(env_id, **({'render_mode': 'rgb_array'} if FLAGS.video_dir else {}))
         except (gym.error.Error, ImportError) as e:  # ImportError: `module:Env` ids
             raise EvaluationError(f'cannot make environment {env_id!r}: {e}') from None
-        check_env(env, specs)
+        policy.check_env(env)
         if FLAGS.video_dir:
             try:
                 env = gym.wrappers.RecordVideo(env, FLAGS.video_dir,
@@ -148,7 +76,7 @@ def main(argv):
             raise EvaluationError(f'--reward_weights takes comma-separated floats, got '
                                   f'{",".join(FLAGS.reward_weights)!r}') from None
         try:
-            returns = run_episodes(model, specs, env, FLAGS.episodes, FLAGS.seed,
+            returns = run_episodes(policy, env, FLAGS.episodes, FLAGS.seed,
                                    FLAGS.deterministic, weights, FLAGS.eval_epsilon)
         except gym.error.DependencyNotInstalled as e:  # rendering needs pygame, etc.
             raise EvaluationError(f'--video_dir: {e}') from None

@@ -211,11 +211,13 @@ def export_policy(core: ActorCriticCore, action_space: ActionSpace,
 
 
 def export_run_policy(core: ActorCriticCore, action_space: ActionSpace,
-                      observation_space: gym.Space, env_id: str, logdir: str) -> Optional[str]:
-    """A run's final policy as `<logdir>/saved_model`; None (with a warning) if unsupported."""
+                      observation_space: gym.Space, env_id: str, logdir: str,
+                      path: Optional[str] = None) -> Optional[str]:
+    """A run's policy as `path` (default `<logdir>/saved_model`); None (with a warning) if
+    unsupported."""
     try:
         return export_policy(core, action_space, observation_space, env_id,
-                             os.path.join(logdir, 'saved_model'))
+                             path or os.path.join(logdir, 'saved_model'))
     except ExportError as e:
         logging.warning('no SavedModel: %s', e)
         return None

@@ -4,10 +4,13 @@
 and learns. The loop only learns: it takes the next batch, runs the learner's
 step, and hands the result to its triggers, periodic actions declared once
 (`Every`): publish weights every `publish_period` steps, write TensorBoard
-summaries (and check for non-finite losses) every `summary_interval_s`, log
-progress every `log_interval_s`, checkpoint every `checkpoint_interval_s`.
-A task sequence also evaluates every task when its env-step schedule
-says so (`launch/continual.py`; the untrained policy when the run is built).
+summaries (and check for non-finite losses) every `summary_interval_s`,
+refresh the progress display (`launch/console.py`) twice a second, append a
+row to `progress.csv` every `log_interval_s`, checkpoint every
+`checkpoint_interval_s`. Evaluations run when their env-step schedule says
+so: every task of a task sequence (`launch/continual.py`; the untrained
+policy when the run is built), or one environment every `eval_every_steps`
+with the best policy kept (`launch/periodic_evaluation.py`).
 It stops at the first of: the env-step budget, the target return, the
 caller's `should_stop`. `finish` checkpoints, evaluates (not after an
 interrupt), exports and writes `summary.json`. TensorBoard: the agent's
@@ -26,38 +29,15 @@ from typing import Any, Callable, Dict, Optional
 import tensorflow as tf
 from absl import logging
 
-from launch import continual, data, evaluation, export, rundir
+from launch import console, continual, data, evaluation, export, periodic_evaluation, rundir
 from launch import metrics as metrics_lib
+from launch import triggers as triggers_lib
 from launch.actor import EpisodeStats
 from launch.setup import RunSetup, make_envs, make_learner
+from launch.triggers import TARGET_WINDOW, Every, Progress
 from replay.connection import SERVER_ERRORS
 
-TARGET_WINDOW = 20  # training episodes the target return is averaged over
-
-
-@dataclasses.dataclass(frozen=True)
-class Progress:
-    """What a trigger sees after a learner step."""
-    step: int  # learner steps, earlier runs of this logdir included
-    steps_this_run: int
-    env_steps: int  # env steps, earlier runs included
-    metrics: Dict[str, tf.Tensor]
-    elapsed_s: float  # since this run's loop started
-
-
-class Every:
-    """Runs `action(progress)` every `steps` learner steps or every `seconds`."""
-
-    def __init__(self, action: Callable[[Progress], None], steps: int = 0, seconds: float = 0.0):
-        self._action, self._steps, self._seconds = action, steps, seconds
-        self._last = time.time()
-
-    def __call__(self, progress: Progress, now: float) -> None:
-        if self._steps and progress.step % self._steps == 0:
-            self._action(progress)
-        elif self._seconds and now - self._last >= self._seconds:
-            self._last = now
-            self._action(progress)
+DISPLAY_INTERVAL_S = 0.5  # seconds between refreshes of the progress display
 
 
 class LearnerRun:
@@ -80,13 +60,13 @@ class LearnerRun:
         self.manager = rundir.checkpoint_manager(checkpoint, options.logdir)
         if self.manager.latest_checkpoint:
             rundir.restore(checkpoint, self.manager.latest_checkpoint)
-            logging.info('Resumed from %s at learner step %d, env step %d',
-                         self.manager.latest_checkpoint, self.learner_steps,
-                         int(self.env_steps_counter.numpy()))
+            console.status(f'Resumed from {self.manager.latest_checkpoint} at learner step '
+                           f'{self.learner_steps}, env step '
+                           f'{int(self.env_steps_counter.numpy())}')
         # Written only once the checkpoint (if any) matched: a refused resume changes nothing.
         os.makedirs(options.logdir, exist_ok=True)
         rundir.write_run_config(options.logdir, options.agent, options.env, setup.config,
-                                options.env_options)
+                                options.env_options, options.seed)
         self.start_env_steps = int(self.env_steps_counter.numpy())
         self.start_learner_steps = self.learner_steps
         self.published = list(self.core.variables)
@@ -101,6 +81,14 @@ class LearnerRun:
                           if options.is_sequence else None)
         if self.continual is not None and self.continual.last_point is None:
             self.continual.evaluate(self.core, 0)  # the untrained policy, before any actor
+        self.periodic = None
+        if not options.is_sequence and options.eval_every_steps:
+            self.periodic = periodic_evaluation.PeriodicEvaluation(
+                options, setup.action_space, setup.observation_space, self._make_eval_envs)
+        self.progress_csv = metrics_lib.ProgressCSV(options.logdir)
+
+    def _make_eval_envs(self, num_envs: int, seed: int):
+        return make_envs(self.setup.options, self.setup.config, num_envs, seed, evaluation=True)
 
     @property
     def learner_steps(self) -> int:
@@ -119,10 +107,13 @@ class LearnerRun:
                 f'the last good checkpoint is kept in {self.manager.directory}')
         return values
 
-    def save(self) -> None:
+    def save(self, quiet: bool = False) -> None:
         self._finite_values(self._last_metrics)  # never checkpoint weights a NaN step produced
         self.env_steps_counter.assign(self.total_env_steps())
-        self.manager.save(checkpoint_number=self.learner_steps)
+        path = self.manager.save(checkpoint_number=self.learner_steps)
+        if not quiet:
+            console.status(f'checkpoint at env step {self.total_env_steps():,} '
+                           f'(learner step {self.learner_steps:,}): {path}')
 
     def _summaries(self, stats: EpisodeStats) -> Callable[[Progress], None]:
         writer = metrics_lib.SummaryWriter(self.setup.options.logdir,
@@ -136,20 +127,12 @@ class LearnerRun:
 
         return write
 
-    def _log(self, stats: EpisodeStats) -> Callable[[Progress], None]:
-        def log(progress: Progress) -> None:
-            mean_return, _, _ = stats.recent(TARGET_WINDOW)
-            elapsed = max(progress.elapsed_s, 1e-9)
-            logging.info('env steps %d (%.0f/s)  learner steps %d (%.1f/s)  '
-                         'return (last 20) %.1f  episodes %d', progress.env_steps,
-                         self._env_steps() / elapsed, progress.step,
-                         progress.steps_this_run / elapsed, mean_return, stats.num_episodes)
-        return log
-
-    def _evaluate_tasks(self) -> None:
-        """A task sequence's scheduled evaluation of every task, when one is due."""
+    def _evaluate_due(self) -> None:
+        """A scheduled evaluation (every task of a sequence, or `eval_every_steps`)."""
         if self.continual is not None:
             self.continual.evaluate_due(self.core, self.total_env_steps())
+        elif self.periodic is not None:
+            self.periodic.evaluate_due(self.core, self.total_env_steps())
 
     def _target_reached(self, stats: EpisodeStats) -> bool:
         target = self.setup.options.target_return
@@ -170,10 +153,15 @@ class LearnerRun:
         """
         options = self.setup.options
         self._env_steps = env_steps
+        display = console.ProgressDisplay(options.num_steps, self.total_env_steps(),
+                                          options.log_interval_s)
+        progress_row = triggers_lib.write_progress_row(stats, self.progress_csv)
         triggers = [
             Every(lambda progress: publish(), steps=options.publish_period),
             Every(self._summaries(stats), seconds=options.summary_interval_s),
-            Every(self._log(stats), seconds=options.log_interval_s),
+            Every(triggers_lib.show_progress(stats, display, self._env_steps),
+                  seconds=DISPLAY_INTERVAL_S),
+            Every(progress_row, seconds=options.log_interval_s),
             Every(lambda progress: self.save(), seconds=options.checkpoint_interval_s),
         ]
         learn = data.make_learn(self.learner,
@@ -210,12 +198,17 @@ class LearnerRun:
                                     now - start)
                 for trigger in triggers:
                     trigger(progress, now)
-                self._evaluate_tasks()
+                self._evaluate_due()
                 if self._target_reached(stats):
                     self.reached_target = True
                     break
         finally:
+            display.close()
             self.wall_time = time.time() - start
+            if self.steps_this_run:  # the row at the end of the run
+                progress_row(Progress(
+                    self.learner_steps, self.steps_this_run, self.total_env_steps(),
+                    self._last_metrics, self.wall_time))
             # Dropping the stream now could wait for samples the server's rate
             # limiter holds back (up to the data timeout, more than once): see
             # `close_data`.
@@ -243,28 +236,31 @@ class LearnerRun:
         (`eval_*` are null, `eval_episodes` 0); the summary says `interrupted`.
         """
         options, setup = self.setup.options, self.setup
-        self.save()
+        self.save(quiet=True)
         eval_mean = eval_std = None
         eval_episodes = 0 if interrupted else options.eval_episodes
         sequence = {}
         if self.continual is not None:
             if eval_episodes:
-                self._evaluate_tasks()  # the end of the sequence, unless already evaluated
+                self._evaluate_due()  # the end of the sequence, unless already evaluated
             sequence = self.continual.summary()
             eval_mean, eval_std = sequence.pop('eval_return_mean'), sequence.pop('eval_return_std')
         elif eval_episodes:
-            logging.info('learner step %d, env step %d: checkpointed; evaluating %d episodes%s',
-                         self.learner_steps, self.total_env_steps(), eval_episodes,
-                         f' (epsilon {options.eval_epsilon})' if options.eval_epsilon else '')
+            console.status(f'final evaluation: {eval_episodes} greedy episodes'
+                           + (f' (epsilon {options.eval_epsilon})' if options.eval_epsilon
+                              else ''))
             eval_mean, eval_std, _ = evaluation.evaluate(
                 self.core, setup.action_space, options.env, eval_episodes,
                 seed=options.seed + 10_000, epsilon=options.eval_epsilon,
-                make_envs=lambda n, seed: make_envs(options, setup.config, n, seed))
-            logging.info('evaluation: %.1f +- %.1f; exporting the policy', eval_mean, eval_std)
+                make_envs=self._make_eval_envs)
+            if self.periodic is not None:
+                self.periodic.record(self.core, self.total_env_steps(), eval_mean, eval_std)
         mean_return, _, _ = stats.recent(TARGET_WINDOW)
+        console.status(f'exporting the policy to {os.path.join(options.logdir, "saved_model")}')
         saved_model = export.export_run_policy(self.core, setup.action_space,
                                                setup.observation_space, options.env,
                                                options.logdir)
+        best = self.periodic.summary() if self.periodic is not None else {}
         wall_time = max(self.wall_time, 1e-9)
         summary = {
             'agent': options.agent,
@@ -285,6 +281,7 @@ class LearnerRun:
             'saved_model': saved_model,
             'interrupted': interrupted,
             'seed': options.seed,
+            **best,
             **sequence,
             'config': dataclasses.asdict(setup.config),
         }
@@ -292,7 +289,8 @@ class LearnerRun:
         with open(path, 'w') as f:
             json.dump(summary, f, indent=2)
         if interrupted:
-            logging.info('interrupted at learner step %d, env step %d: checkpoint %s, '
-                         'policy %s, summary %s', self.learner_steps, self.total_env_steps(),
-                         self.manager.latest_checkpoint, saved_model, path)
+            console.status(f'interrupted at learner step {self.learner_steps}, env step '
+                           f'{self.total_env_steps()}: checkpoint '
+                           f'{self.manager.latest_checkpoint}, policy {saved_model}, '
+                           f'summary {path}')
         return summary

@@ -8,10 +8,16 @@
 - `env_info/<key>`: the mean of each numeric `info` value the actors'
   environments reported since the last write (`InfoMeans`; nested dicts
   such as `RecordEpisodeStatistics`' `episode` become `env_info/episode/r`);
-- `env_steps`, `episode/return`, `episode/length` (means since the last write).
+- `env_steps`, `episode/return`, `episode/length` (means since the last write);
+- `train/episode_return`: the same mean return, stepped by **env steps**
+  (the x axis to compare runs of different agents or batch sizes on).
 
-`SummaryWriter` writes them all; the learner loop decides when.
+`SummaryWriter` writes them all; the learner loop decides when. `ProgressCSV`
+keeps `<logdir>/progress.csv` for those who do not use TensorBoard.
 """
+
+import csv
+import os
 
 import threading
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Sequence, Tuple
@@ -116,8 +122,10 @@ class SummaryWriter:
             if variables:
                 tf.summary.scalar('variables/global_norm', tf.linalg.global_norm(variables))
             if episodes:
-                tf.summary.scalar('episode/return', np.mean([r for r, _ in episodes]))
+                mean_return = np.mean([r for r, _ in episodes])
+                tf.summary.scalar('episode/return', mean_return)
                 tf.summary.scalar('episode/length', np.mean([n for _, n in episodes]))
+                tf.summary.scalar('train/episode_return', mean_return, step=env_steps)
             for key, value in env_info.items():
                 tf.summary.scalar(f'env_info/{key}', value)
             if self._writes % HISTOGRAM_EVERY == 0:
@@ -125,3 +133,53 @@ class SummaryWriter:
                     tf.summary.histogram(name, values)
         self._writes += 1
         self._writer.flush()
+
+
+PROGRESS_CSV = 'progress.csv'
+PROGRESS_COLUMNS = ('env_steps', 'learner_steps', 'wall_time_s', 'return_mean', 'return_std',
+                    'episodes')
+
+
+class ProgressCSV:
+    """`<logdir>/progress.csv`: one row per log interval.
+
+    Columns: `PROGRESS_COLUMNS` (the return's mean and std over the last 20
+    training episodes, empty before the first; `wall_time_s` counts earlier
+    runs of the logdir too), then the agent's scalar metrics (losses), fixed
+    by the first row written; a resumed run appends under the same header.
+    """
+
+    def __init__(self, logdir: str):
+        self.path = os.path.join(logdir, PROGRESS_CSV)
+        self._columns = None
+        self.wall_time_before = 0.0
+        if os.path.exists(self.path):
+            with open(self.path, newline='') as f:
+                reader = csv.DictReader(f)
+                rows = list(reader)
+                self._columns = reader.fieldnames
+            if rows and rows[-1].get('wall_time_s'):
+                self.wall_time_before = float(rows[-1]['wall_time_s'])
+
+    def write(self, env_steps: int, learner_steps: int, wall_time_s: float,
+              returns: Sequence[float], episodes: int, metrics: Mapping[str, float]) -> None:
+        row = {'env_steps': env_steps, 'learner_steps': learner_steps,
+               'wall_time_s': round(self.wall_time_before + wall_time_s, 3),
+               'return_mean': float(np.mean(returns)) if len(returns) else '',
+               'return_std': float(np.std(returns)) if len(returns) else '',
+               'episodes': episodes, **metrics}
+        new_file = self._columns is None
+        if new_file:
+            self._columns = list(PROGRESS_COLUMNS) + sorted(metrics)
+        with open(self.path, 'a', newline='') as f:
+            writer = csv.DictWriter(f, self._columns, extrasaction='ignore')
+            if new_file:
+                writer.writeheader()
+            writer.writerow(row)
+
+
+def read_progress(path: str) -> List[Dict[str, float]]:
+    """The rows of a `progress.csv`, numbers as floats (empty cells left out)."""
+    with open(path, newline='') as f:
+        return [{k: float(v) for k, v in row.items() if v not in ('', None)}
+                for row in csv.DictReader(f)]

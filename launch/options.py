@@ -1,9 +1,11 @@
 """The run's own options (not an agent's): environment, budget, logdir, cadence."""
 
 import dataclasses
-from typing import Optional, Tuple
+from typing import Any, Mapping, Optional, Tuple
 
 from agents.configs import require, require_fraction
+
+VECTOR_ENVS = ('', 'sync', 'async')  # '': the environment's own vectorised version, else sync
 
 
 @dataclasses.dataclass(frozen=True)
@@ -13,18 +15,20 @@ class RunOptions:
     num_envs: int = 64  # environments per actor, stepped together
     num_steps: int = 300_000  # env-step budget
     seed: int = 0
-    logdir: str = '/tmp/agents_run'
+    logdir: str = ''  # the run's directory (`launch/run.py` names a new one when not given)
+    env_kwargs: Mapping[str, Any] = dataclasses.field(default_factory=dict)  # gymnasium.make's
+    vector_env: str = ''  # one of VECTOR_ENVS: how the actor's environments are stepped
     eval_episodes: int = 20  # greedy evaluation episodes at the end
     eval_epsilon: float = 0.0  # evaluation samples from the policy with this probability
     target_return: Optional[float] = None  # stop early when the last 20 episodes average this
-    log_interval_s: float = 5.0  # seconds between progress lines
+    log_interval_s: float = 2.0  # seconds between progress.csv rows (and lines off a terminal)
     checkpoint_interval_s: float = 60.0  # seconds between learner checkpoints
     publish_period: int = 5  # learner steps between weight publications
     summary_interval_s: float = 2.0  # seconds between TensorBoard writes (and NaN checks)
     # Task sequences (`launch/task_sequence.py`): `env` is then the ids joined by commas.
     steps_per_task: int = 0  # env steps per visit of a task; 0: one environment, no sequence
     task_cycles: int = 1  # times the sequence is gone through
-    eval_every_steps: int = 0  # env steps between evaluations of every task; 0: 5 per visit
+    eval_every_steps: int = 0  # env steps between evaluations; 0: none (a sequence: 5 per visit)
     # Action repeat (`launch/action_repeat.py`).
     step_mul: int = 1  # frames per decision at most; 1: off
     fixed_step_mul: bool = False  # repeat every action step_mul times (else the policy picks)
@@ -37,7 +41,13 @@ class RunOptions:
             value = getattr(self, name)
             require(value > 0, f'{name} must be positive (seconds), got {value}')
         require_fraction(self, 'eval_epsilon')
-        require(bool(self.logdir), '--logdir must name a directory')
+        require(self.vector_env in VECTOR_ENVS,
+                f'vector_env must be one of {[v for v in VECTOR_ENVS if v]}, '
+                f'got {self.vector_env!r}')
+        require(self.eval_every_steps >= 0,
+                f'eval_every_steps must be >= 0, got {self.eval_every_steps}')
+        require(not (self.env_kwargs and self.is_sequence),
+                '--env_kwargs applies to one --env, not to a task sequence')
         require(self.step_mul >= 1, f'step_mul must be >= 1 (1: no repeat), got {self.step_mul}')
         require(self.step_mul == 1 or not self.is_sequence,
                 '--step_mul does not combine with --tasks')
@@ -45,8 +55,6 @@ class RunOptions:
             require(self.steps_per_task >= 1,
                     f'steps_per_task must be >= 1 with --tasks, got {self.steps_per_task}')
             require(self.task_cycles >= 1, f'task_cycles must be >= 1, got {self.task_cycles}')
-            require(self.eval_every_steps >= 0,
-                    f'eval_every_steps must be >= 0, got {self.eval_every_steps}')
             require(self.target_return is None,
                     '--target_return does not apply to a task sequence (it runs every visit)')
 
@@ -63,6 +71,8 @@ class RunOptions:
             out.update(steps_per_task=self.steps_per_task, task_cycles=self.task_cycles)
         if self.step_mul > 1:
             out.update(step_mul=self.step_mul, fixed_step_mul=self.fixed_step_mul)
+        if self.env_kwargs:
+            out.update(env_kwargs=dict(self.env_kwargs))
         return out
 
     @property
@@ -82,5 +92,8 @@ class RunOptions:
 
     @property
     def eval_interval(self) -> int:
-        """Env steps between evaluations of every task (five per visit by default)."""
-        return self.eval_every_steps or max(1, self.steps_per_task // 5)
+        """Env steps between evaluations during training: `eval_every_steps`; for a
+        sequence five per visit by default; 0: none."""
+        if self.is_sequence:
+            return self.eval_every_steps or max(1, self.steps_per_task // 5)
+        return self.eval_every_steps

@@ -1,4 +1,12 @@
-"""Plots runs: `python launch/plot.py --continual LOGDIR [LOGDIR ...] --output=FILE.png`.
+"""Plots runs: `python launch/plot.py LOGDIR [LOGDIR ...] --output=FILE.png`.
+
+Learning curves (the default): the training return (the mean of the last 20
+episodes, `<logdir>/progress.csv`) against env steps, one line per group of
+runs with a band of one standard deviation over the runs of the group (the
+seeds). `--group_by=agent` (default) groups by agent (IMPALA for a CLEAR run
+without replay); `--group_by=FLAG` by the value of any config field or
+run option (`--group_by=replay_fraction`). Runs are averaged over the env
+steps all of them reached (each interpolated onto one grid).
 
 `--continual`: one panel per task of a task sequence (`launch/continual.py`),
 the greedy evaluation return against env steps, one line (mean, with a band
@@ -20,8 +28,11 @@ from absl import app, flags  # noqa: E402
 
 flags.DEFINE_multi_string('continual', None, 'task-sequence logdirs to plot (repeat the flag '
                           'or list them after it)')
-flags.DEFINE_string('output', 'continual.png', 'the PNG to write')
-flags.DEFINE_string('title', '', 'figure title (default: the task sequence)')
+flags.DEFINE_string('output', '', 'the PNG to write (default: curve.png, or continual.png '
+                    'with --continual)')
+flags.DEFINE_string('title', '', 'figure title (default: the environment or task sequence)')
+flags.DEFINE_string('group_by', 'agent', 'learning curves: one line per agent, or per value '
+                    'of this config field or run option')
 FLAGS = flags.FLAGS
 
 
@@ -29,32 +40,105 @@ class PlotError(ValueError):
     """A logdir that cannot be plotted."""
 
 
-def load_run(logdir: str) -> Dict[str, Any]:
-    """A task-sequence run's rows, tasks and label ({'rows', 'tasks', 'steps_per_task',
-    'task_cycles', 'label', 'seed'})."""
+def _run_files(logdir: str) -> Dict[str, Any]:
+    """`run_config.json` and `summary.json` of `logdir` ({} for those missing)."""
     import json
-    from launch import continual, rundir
-    path = os.path.join(logdir, continual.CSV)
-    if not os.path.exists(path):
-        raise PlotError(f'{logdir!r} has no {continual.CSV}: not a task-sequence run '
-                        f'(--tasks)')
-    rows = continual.read_rows(path)
+    from launch import rundir
     run = rundir.read_run_config(logdir) or {}
     summary_path = os.path.join(logdir, 'summary.json')
     summary = {}
     if os.path.exists(summary_path):
         with open(summary_path) as f:
             summary = json.load(f)
-    config = run.get('config', {})
-    sequence = run.get('env_options', {})
-    agent = run.get('agent', '?')
+    return {'run': run, 'summary': summary}
+
+
+def agent_label(agent: str, config: Dict[str, Any]) -> str:
+    """'CLEAR (replay_fraction=0.5)', 'IMPALA (replay_fraction=0)', 'SAC'."""
     fraction = config.get('replay_fraction')
     if agent == 'clear' and fraction == 0:
-        label = 'IMPALA (replay_fraction=0)'
-    elif fraction is not None:
-        label = f'{agent.upper()} (replay_fraction={fraction:g})'
+        return 'IMPALA (replay_fraction=0)'
+    if fraction is not None:
+        return f'{agent.upper()} (replay_fraction={fraction:g})'
+    return agent.upper()
+
+
+def load_curve(logdir: str, group_by: str = 'agent') -> Dict[str, Any]:
+    """A run's learning curve: {'env_steps', 'returns' (arrays), 'group', 'env'}."""
+    import numpy as np
+    from launch import metrics, rundir
+    path = os.path.join(logdir, metrics.PROGRESS_CSV)
+    if not os.path.exists(path):
+        raise PlotError(f'{logdir!r} has no {metrics.PROGRESS_CSV}: not a run directory')
+    rows = [r for r in metrics.read_progress(path) if 'return_mean' in r]
+    if len(rows) < 2:
+        raise PlotError(f'{path} has fewer than two rows with a training return')
+    files = _run_files(logdir)
+    run = files['run']
+    config = rundir.flat_config(run.get('config', {}))
+    agent = run.get('agent', '?')
+    if group_by == 'agent':
+        group = agent_label(agent, config)
     else:
-        label = agent.upper()
+        known = {**config, **run.get('env_options', {}), 'env': run.get('env'),
+                 'seed': run.get('seed', files['summary'].get('seed'))}
+        if group_by not in known:
+            raise PlotError(f'--group_by={group_by}: {logdir} records no such flag')
+        group = f'{agent_label(agent, config)}, {group_by}={known[group_by]}'
+    return {'env_steps': np.array([r['env_steps'] for r in rows]),
+            'returns': np.array([r['return_mean'] for r in rows]),
+            'group': group, 'env': run.get('env', '?')}
+
+
+def plot_curves(logdirs: Sequence[str], output: str, group_by: str = 'agent',
+                title: str = '') -> str:
+    """Writes the learning-curve figure (see the module doc) to `output`; returns its path."""
+    import matplotlib
+    matplotlib.use('Agg')
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    curves = [load_curve(d, group_by) for d in logdirs]
+    groups: Dict[str, List[Dict[str, Any]]] = {}
+    for curve in curves:
+        groups.setdefault(curve['group'], []).append(curve)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for group, members in groups.items():
+        end = min(c['env_steps'][-1] for c in members)
+        start = max(c['env_steps'][0] for c in members)
+        grid = np.linspace(start, end, 200)
+        ys = np.stack([np.interp(grid, c['env_steps'], c['returns']) for c in members])
+        mean, std = ys.mean(0), ys.std(0)
+        line, = ax.plot(grid, mean, label=f'{group} ({len(members)} run'
+                        f'{"s" if len(members) > 1 else ""})')
+        if len(members) > 1:
+            ax.fill_between(grid, mean - std, mean + std, color=line.get_color(), alpha=0.2,
+                            linewidth=0)
+    ax.set_xlabel('env steps')
+    ax.set_ylabel('training return (last 20 episodes)')
+    ax.set_title(title or ', '.join(dict.fromkeys(c['env'] for c in curves)))
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8, loc='best')
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(output)), exist_ok=True)
+    fig.savefig(output, dpi=100)
+    plt.close(fig)
+    return output
+
+
+def load_run(logdir: str) -> Dict[str, Any]:
+    """A task-sequence run's rows, tasks and label ({'rows', 'tasks', 'steps_per_task',
+    'task_cycles', 'label', 'seed'})."""
+    from launch import continual
+    path = os.path.join(logdir, continual.CSV)
+    if not os.path.exists(path):
+        raise PlotError(f'{logdir!r} has no {continual.CSV}: not a task-sequence run '
+                        f'(--tasks)')
+    rows = continual.read_rows(path)
+    files = _run_files(logdir)
+    run, summary = files['run'], files['summary']
+    sequence = run.get('env_options', {})
+    label = agent_label(run.get('agent', '?'), run.get('config', {}))
     group = label
     if summary.get('mean_forgetting') is not None:
         label += f', forgetting {summary["mean_forgetting"]:.2f}'
@@ -129,8 +213,13 @@ def main(argv):
     logdirs = list(FLAGS.continual or []) + list(argv[1:])
     try:
         if not logdirs:
-            raise PlotError('give the runs to plot: --continual LOGDIR [LOGDIR ...]')
-        path = plot_continual(logdirs, FLAGS.output, FLAGS.title)
+            raise PlotError('give the runs to plot: LOGDIR [LOGDIR ...] (--continual LOGDIR '
+                            '... for task sequences)')
+        if FLAGS.continual:
+            path = plot_continual(logdirs, FLAGS.output or 'continual.png', FLAGS.title)
+        else:
+            path = plot_curves(logdirs, FLAGS.output or 'curve.png', FLAGS.group_by,
+                               FLAGS.title)
     except (PlotError, OSError, ValueError) as e:
         print(f'error: {e}', file=sys.stderr)
         sys.exit(1)

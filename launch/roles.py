@@ -10,10 +10,12 @@ share nothing but the Reverb address. `launch/launcher.py` starts them all on
 one machine; any scheduler can place them on several.
 
 Decisions this module adds to DESIGN.md:
-- **Env steps across processes** are real environment steps, as in one
-  process: each actor reports its own through the server's `env_steps`
-  queue and the learner drains it (`replay.env_steps`). Actors log their own
-  episode returns; the learner's summary has no training return.
+- **Env steps and episodes across processes** are real environment steps,
+  as in one process: each actor reports its own, with the returns and
+  lengths of the episodes it finished, through the server's `env_steps`
+  queue and the learner drains it (`replay.env_steps`) into its episode
+  record: progress, `train/episode_return`, `progress.csv`, the summary's
+  training return and `--target_return` cover every actor's episodes.
 - **A lost server.** Reverb clients wait for a server that went away (its
   datasets retry), which would hang a role; a `ServerWatchdog` ends the
   process with one error line once the server has been away for
@@ -135,7 +137,8 @@ def run_learner(options: RunOptions, config: Any, address: str,
     run = LearnerRun(setup)
     publisher = VariablePublisher(client, run.published)
     publisher.publish()
-    env_steps = EnvStepsCounter(client)
+    stats = EpisodeStats()  # filled with the episodes the actors report
+    env_steps = EnvStepsCounter(client, add_episode=stats.add_episode)
     watchdog = connection.ServerWatchdog(address, reconnect_timeout_s, exit_with_error).start()
 
     def open_batches():
@@ -155,7 +158,6 @@ def run_learner(options: RunOptions, config: Any, address: str,
             except (RuntimeError, *connection.SERVER_ERRORS) as e:
                 on_server_error(e)
 
-    stats = EpisodeStats()  # episodes happen in the actors' processes
     run.run(open_batches, publish, env_steps, stats, stop.is_set, on_server_error=on_server_error)
     if stop.is_set():
         run.save()
@@ -196,7 +198,8 @@ def run_actor(options: RunOptions, config: Any, address: str, actor_id: int,
                          mean_return, stats.num_episodes)
 
     threading.Thread(target=log_progress, daemon=True).start()
-    reporter = EnvStepsReporter(reverb.Client(address), lambda: stats.env_steps).start()
+    reporter = EnvStepsReporter(reverb.Client(address), lambda: stats.env_steps,
+                                episodes=stats.pop_new).start()
     while not stop.is_set():
         outages = watchdog.outages
         actor = setup_lib.make_actor(setup, client, envs, seed, stats)

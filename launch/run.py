@@ -1,156 +1,111 @@
 """Trains an agent: `python launch/run.py --agent=clear [--env=CartPole-v1] ...`.
 
-Every field of the agent's config is also a flag (see `--helpfull`). Bad
+Every field of the agent's config is also a flag (see `--helpfull`); the
+flags, default presets and their checks are `launch/command_line.py`. Bad
 input ends with one line on stderr and exit status 1. Ctrl-C checkpoints,
-exports and exits with status 130 (`launch/inprocess.py`).
+exports and exits with status 130 (`launch/inprocess.py`). The console is
+`launch/console.py`'s: native log noise filtered (unless `--verbose`), one
+progress display, status lines, a final table.
 """
 
 import os
 import sys
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Dict, List, Optional
 
 # Runnable as a script from a checkout as well as installed.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+from launch import console  # noqa: E402  (imports nothing heavy)
+
+if __name__ == '__main__' and not console.verbose_requested(sys.argv):
+    console.quiet_native_output()  # before TensorFlow prints its CUDA start-up errors
 
 from absl import app, flags, logging  # noqa: E402
 
 from agents import registry  # noqa: E402
-from launch import (  # noqa: E402
-    config_flags, environments, inprocess, launcher, rundir, roles, task_sequence)
-from launch import setup as setup_lib  # noqa: E402
+from launch import command_line, environments, inprocess, launcher, rundir, roles  # noqa: E402
 from launch.options import RunOptions  # noqa: E402
 from replay import connection  # noqa: E402
 
-ROLES = ('replay', 'learner', 'actor')
-LAUNCHERS = ('inprocess', 'multiprocess')
-
-flags.DEFINE_string('agent', 'clear', f'agent to train: one of {sorted(registry.AGENTS)}')
-_DEFAULTS = RunOptions()
-flags.DEFINE_string('env', _DEFAULTS.env, 'any gymnasium environment id (or module:Env-v0)')
-
-
-def _default_help(field: str) -> str:
-    """'(default X; sac: Y)': RunOptions' default and the agents that differ."""
-    parts = [f'default {getattr(_DEFAULTS, field)}'] + [
-        f'{name}: {a.run_defaults[field]}' for name, a in sorted(registry.AGENTS.items())
-        if field in a.run_defaults]
-    return f'({"; ".join(parts)})'
-
-
-flags.DEFINE_string('tasks', '', 'a task sequence instead of --env: gymnasium ids A,B,C '
-                    'trained in turn, --steps_per_task each, no task identity given')
-flags.DEFINE_integer('steps_per_task', None, 'env steps per visit of a task (--tasks)')
-flags.DEFINE_integer('task_cycles', _DEFAULTS.task_cycles,
-                     'times a task sequence is gone through (--tasks)')
-flags.DEFINE_integer('eval_every_steps', _DEFAULTS.eval_every_steps,
-                     'env steps between evaluations of every task of a sequence '
-                     '(0: five per task visit); --eval_episodes episodes each')
-flags.DEFINE_integer('step_mul', _DEFAULTS.step_mul,
-                     'action repeat: with --fixed_step_mul every action is taken this many '
-                     'times; without, the policy picks 1..step_mul per decision (a learned head)')
-flags.DEFINE_bool('fixed_step_mul', _DEFAULTS.fixed_step_mul,
-                  'repeat every action --step_mul times instead of learning how often')
-flags.DEFINE_integer('num_envs', None,
-                     f'environments per actor, stepped together {_default_help("num_envs")}')
-flags.DEFINE_integer('num_steps', None, f'environment-step budget {_default_help("num_steps")}')
-flags.DEFINE_integer('seed', _DEFAULTS.seed, 'random seed (environments, sampling, initialisation)')
-flags.DEFINE_string('logdir', _DEFAULTS.logdir, 'TensorBoard logs, checkpoints, summary.json')
-flags.DEFINE_integer('eval_episodes', None,
-                     f'greedy evaluation episodes at the end {_default_help("eval_episodes")}')
-flags.DEFINE_float('eval_epsilon', _DEFAULTS.eval_epsilon,
-                   'epsilon-greedy evaluation (ALF): each step of each evaluation episode '
-                   'samples from the policy with this probability, in [0, 1]')
-flags.DEFINE_float('target_return', _DEFAULTS.target_return,
-                   'stop early once the last 20 training episodes average this return')
-flags.DEFINE_float('log_interval_s', _DEFAULTS.log_interval_s, 'seconds between progress lines')
-flags.DEFINE_float('checkpoint_interval_s', _DEFAULTS.checkpoint_interval_s,
-                   'seconds between learner checkpoints')
-flags.DEFINE_string('launcher', 'inprocess',
-                    'inprocess: one process (server, actor thread, learner); multiprocess: '
-                    'every role as a child process on this machine')
-flags.DEFINE_integer('num_actors', 2, 'actor processes (--launcher=multiprocess)')
-flags.DEFINE_string('role', '', 'run one role of a multi-process run: replay, learner or actor')
-flags.DEFINE_string('replay_address', '', 'host:port of the replay server (learner, actor)')
-flags.DEFINE_integer('replay_port', 0, 'port of the replay server (0: a free one). Reverb '
-                     'listens on all interfaces: on a shared network, firewall this port')
-flags.DEFINE_integer('actor_id', 0, 'this actor\'s index (seeds its environments)')
-flags.DEFINE_float('connect_timeout_s', 20.0,
-                   'seconds to wait for the replay server to answer at start')
-flags.DEFINE_float('reconnect_timeout_s', 120.0,
-                   'seconds a role waits for a lost replay server before it gives up')
-flags.DEFINE_float('replay_checkpoint_interval_s', 60.0,
-                   'seconds between checkpoints of the replay tables (--role=replay)')
-config_flags.define_flags(registry.CONFIG_CLASSES)
+ROLES, LAUNCHERS = command_line.ROLES, command_line.LAUNCHERS
+command_line.define_flags(flags.FLAGS)
 FLAGS = flags.FLAGS
+_PRESET: List[Optional[str]] = [None]  # the default preset `parse_flags` applied
 
 
-def resolve() -> Tuple[RunOptions, Any]:
-    """The run's options and the agent's config from the parsed flags.
-
-    Raises ValueError (one line) for unknown roles or launchers, a flag of
-    another agent, or a value an options or config check refuses.
-    """
-    if FLAGS.role and FLAGS.role not in ROLES:
-        raise ValueError(f'unknown --role={FLAGS.role!r}; choose one of {list(ROLES)}')
-    if FLAGS.launcher not in LAUNCHERS:
-        raise ValueError(f'unknown --launcher={FLAGS.launcher!r}; '
-                         f'choose one of {list(LAUNCHERS)}')
-    if FLAGS.role in ('learner', 'actor') and not FLAGS.replay_address:
-        raise ValueError(f'--role={FLAGS.role} needs --replay_address=host:port')
-    agent = registry.get(FLAGS.agent)
-    config = config_flags.config_from_flags(FLAGS.agent, registry.CONFIG_CLASSES)
-    per_agent = {name: getattr(FLAGS, name) for name in ('num_envs', 'num_steps', 'eval_episodes')}
-    env, sequence = FLAGS.env, {}
-    if FLAGS.tasks:
-        env, sequence = _task_sequence(per_agent['num_steps'])
-        per_agent['num_steps'] = sequence.pop('num_steps')
-    elif FLAGS.steps_per_task is not None:
-        raise ValueError('--steps_per_task needs --tasks')
-    options = RunOptions(
-        agent=FLAGS.agent, env=env, seed=FLAGS.seed, logdir=FLAGS.logdir, **sequence,
-        step_mul=FLAGS.step_mul, fixed_step_mul=FLAGS.fixed_step_mul,
-        eval_epsilon=FLAGS.eval_epsilon, target_return=FLAGS.target_return,
-        log_interval_s=FLAGS.log_interval_s, checkpoint_interval_s=FLAGS.checkpoint_interval_s,
-        **{**agent.run_defaults, **{k: v for k, v in per_agent.items() if v is not None}})
-    return options, setup_lib.resolve_config(options, config)
+def parse_flags(argv: List[str]) -> List[str]:
+    """absl's parse with the default preset (`command_line.parse`); a bad flag is one
+    `error:` line and exit status 1."""
+    try:
+        rest, _PRESET[0] = command_line.parse(argv, FLAGS)
+    except flags.Error as e:
+        print(f'error: {e}', file=sys.stderr)
+        sys.exit(1)
+    return rest
 
 
-def _task_sequence(num_steps: Optional[int]) -> Tuple[str, Dict[str, int]]:
-    """`env` ('A,B') and the sequence's RunOptions fields from --tasks and its flags."""
-    if FLAGS['env'].present:
-        raise ValueError('give --env or --tasks, not both')
-    if FLAGS.launcher != 'inprocess' or FLAGS.role:
-        raise ValueError('task sequences run in one process (--launcher=inprocess)')
-    tasks = task_sequence.parse_tasks(FLAGS.tasks)
-    if FLAGS.steps_per_task is None or FLAGS.steps_per_task < 1:
-        raise ValueError(f'--tasks needs --steps_per_task >= 1 (env steps per task visit), '
-                         f'got {FLAGS.steps_per_task}')
-    if FLAGS.task_cycles < 1:
-        raise ValueError(f'--task_cycles must be >= 1, got {FLAGS.task_cycles}')
-    total = len(tasks) * FLAGS.steps_per_task * FLAGS.task_cycles
-    if num_steps is not None and num_steps != total:
-        raise ValueError(f'--num_steps={num_steps} but the sequence is {total} env steps '
-                         f'(tasks x --steps_per_task x --task_cycles); leave --num_steps out')
-    return ','.join(tasks), {'steps_per_task': FLAGS.steps_per_task,
-                             'task_cycles': FLAGS.task_cycles,
-                             'eval_every_steps': FLAGS.eval_every_steps, 'num_steps': total}
+def resolve():
+    """The run's (options, config) from the parsed flags (`command_line.resolve`)."""
+    return command_line.resolve(FLAGS)
+
+
+def _start_line(options: RunOptions) -> str:
+    preset = _PRESET[0]
+    return (f'{"resuming" if FLAGS.resume else "training"} {options.agent} on {options.env} '
+            f'for {options.num_steps:,} env steps'
+            + (f' (preset {os.path.relpath(preset, ROOT)}; --no_preset for none)' if preset else '')
+            + f'\nlogdir: {options.logdir}')
+
+
+def final_table(summary: Dict[str, Any], logdir: str) -> str:
+    """The short table printed at the end of a run."""
+    rows = []
+    if summary.get('eval_return_mean') is not None:
+        rows.append(('eval return', f'{summary["eval_return_mean"]:.1f} +- '
+                     f'{summary["eval_return_std"]:.1f} ({summary["eval_episodes"]} '
+                     f'greedy episodes)'))
+    if summary.get('best_eval_return') is not None:
+        rows.append(('best eval return', f'{summary["best_eval_return"]:.1f} at env step '
+                     f'{summary["best_eval_env_steps"]:,}'))
+    if summary.get('train_return_last20') is not None:
+        rows.append(('train return', f'{summary["train_return_last20"]:.1f} (last 20 '
+                     f'episodes)' + (', target reached' if summary.get('reached_target')
+                                     else '')))
+    rows += [('env steps', f'{summary["env_steps"]:,} in {summary["wall_time_s"]:.1f} s '
+              f'({summary["env_steps_per_s"]:,.0f}/s)'),
+             ('learner steps', f'{summary["learner_steps"]:,}'),
+             ('logdir', logdir),
+             ('policy', summary.get('saved_model') or 'not exported'),
+             ('curves', f'{os.path.join(logdir, "progress.csv")}; '
+                        f'tensorboard --logdir {logdir}')]
+    return 'done:\n' + console.table(rows)
 
 
 def main(argv):
     del argv
-    logging.set_verbosity(logging.INFO)
+    console.set_verbose(FLAGS.verbose)
+    # Status lines and the progress display replace absl's INFO lines in one process;
+    # a multi-process run's roles and launcher keep them (their output is interleaved).
+    quiet = not FLAGS.verbose and not FLAGS.role and FLAGS.launcher == 'inprocess'
+    logging.set_verbosity(logging.WARNING if quiet else logging.INFO)
+    logdir = FLAGS.logdir
     try:
         options, config = resolve()
+        logdir = options.logdir
         rundir.check_logdir(options.logdir)
         # Roles first: the launcher hands its own flags (a preset's
         # --launcher=multiprocess included) to the roles it starts.
         if FLAGS.role:
             run_role(options, config)
             return
+        rundir.check_start(options.logdir, FLAGS.resume, options, config)
+        console.status(_start_line(options))
         if FLAGS.launcher == 'multiprocess':
-            sys.exit(launcher.run(sys.argv[1:], FLAGS.num_actors, FLAGS.replay_port,
-                                  FLAGS.connect_timeout_s))
+            preset = [f'--flagfile={_PRESET[0]}'] if _PRESET[0] else []
+            sys.exit(launcher.run(preset + sys.argv[1:] + [f'--logdir={options.logdir}'],
+                                  FLAGS.num_actors, FLAGS.replay_port, FLAGS.connect_timeout_s))
         summary = inprocess.train(options, config)
     except (registry.UnknownAgentError, environments.EnvironmentSetupError, rundir.TrainingError,
             connection.ServerUnavailableError, ValueError) as e:
@@ -160,14 +115,12 @@ def main(argv):
         # Ctrl-C before training began, or a second one while saving: whatever was
         # being written may be incomplete; the checkpoints before it stay.
         print(f'interrupted before the run finished saving; complete checkpoints, if any, '
-              f'stay in {os.path.join(FLAGS.logdir, rundir.CHECKPOINTS)}', file=sys.stderr,
+              f'stay in {os.path.join(logdir, rundir.CHECKPOINTS)}', file=sys.stderr,
               flush=True)
         os._exit(130)  # not through teardown: an actor thread or a data stream may still block
     if summary['interrupted']:
         sys.exit(130)  # 128 + SIGINT: the shell's status for a run Ctrl-C ended
-    logging.info('eval return %.1f +- %.1f over %d episodes; %d env steps in %.1f s',
-                 summary['eval_return_mean'], summary['eval_return_std'],
-                 summary['eval_episodes'], summary['env_steps'], summary['wall_time_s'])
+    console.status(final_table(summary, options.logdir))
 
 
 def run_role(options: RunOptions, config) -> None:
@@ -190,4 +143,4 @@ def run_role(options: RunOptions, config) -> None:
 
 
 if __name__ == '__main__':
-    app.run(main)
+    app.run(main, flags_parser=parse_flags)

@@ -12,7 +12,7 @@ learner being built.
 import dataclasses
 import json
 import os
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 import tensorflow as tf
 
@@ -26,6 +26,8 @@ class TrainingError(RuntimeError):
 
 def check_logdir(logdir: str) -> None:
     """Raises unless `logdir` is a directory or can be made one."""
+    if not logdir:
+        raise TrainingError('--logdir must name a directory')
     path = os.path.abspath(logdir)
     while path and not os.path.exists(path):
         path = os.path.dirname(path)
@@ -34,7 +36,8 @@ def check_logdir(logdir: str) -> None:
 
 
 def read_run_config(logdir: str) -> Optional[Dict[str, Any]]:
-    """`run_config.json` of `logdir` ({'agent', 'env', 'config', 'env_options'}), or None."""
+    """`run_config.json` of `logdir` ({'agent', 'env', 'config', 'env_options', 'seed'}),
+    or None (`seed` None for a run that did not record it)."""
     path = os.path.join(logdir, RUN_CONFIG)
     if not os.path.exists(path):
         return None
@@ -42,7 +45,7 @@ def read_run_config(logdir: str) -> Optional[Dict[str, Any]]:
         with open(path) as f:
             run = json.load(f)
         return {'agent': run['agent'], 'env': run['env'], 'config': run['config'],
-                'env_options': run.get('env_options', {})}
+                'env_options': run.get('env_options', {}), 'seed': run.get('seed')}
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise TrainingError(f'{path} is not a run config ({e}); use another --logdir') from None
 
@@ -57,14 +60,68 @@ def check_same_run(logdir: str, agent: str, env: str) -> None:
 
 
 def write_run_config(logdir: str, agent: str, env: str, config: Any,
-                     env_options: Optional[Dict[str, Any]] = None) -> None:
+                     env_options: Optional[Dict[str, Any]] = None,
+                     seed: Optional[int] = None) -> None:
     """`env_options`: what else makes the run's environments (`RunOptions.env_options`:
-    a task sequence's schedule, an action repeat)."""
+    a task sequence's schedule, an action repeat, gymnasium keywords)."""
     run = {'agent': agent, 'env': env, 'config': dataclasses.asdict(config)}
     if env_options:
         run['env_options'] = env_options
+    if seed is not None:
+        run['seed'] = seed
     with open(os.path.join(logdir, RUN_CONFIG), 'w') as f:
         json.dump(run, f, indent=2)
+
+
+def flat_config(config: Dict[str, Any]) -> Dict[str, Any]:
+    """A config dict with sub-configs' fields at the top (their flag names), values as JSON
+    reads them back (tuples as lists)."""
+    flat = {}
+    for key, value in json.loads(json.dumps(config)).items():
+        if isinstance(value, dict):
+            flat.update(flat_config(value))
+        else:
+            flat[key] = value
+    return flat
+
+
+def run_differences(stored: Dict[str, Any], agent: str, env: str, config: Any,
+                    env_options: Dict[str, Any], seed: int) -> List[str]:
+    """'--name=stored (now new)' for every flag in which a new start differs from the run
+    `stored` (`read_run_config`): agent, env, config fields, environment options, seed."""
+    pairs = [('agent', stored['agent'], agent), ('env', stored['env'], env)]
+    if stored.get('seed') is not None:
+        pairs.append(('seed', stored['seed'], seed))
+    old_env, new_env = (json.loads(json.dumps(o)) for o in (stored['env_options'], env_options))
+    pairs += [(k, old_env.get(k), new_env.get(k)) for k in sorted(set(old_env) | set(new_env))]
+    if stored['agent'] == agent:
+        old, new = flat_config(stored['config']), flat_config(dataclasses.asdict(config))
+        pairs += [(k, old.get(k), new.get(k)) for k in sorted(set(old) | set(new))]
+    return [f'--{name}={old} (now {new})' for name, old, new in pairs if old != new]
+
+
+def check_start(logdir: str, resume: bool, options: Any, config: Any) -> None:
+    """A new run needs a missing or empty `logdir`; `--resume` needs a run there started
+    with the same agent, environment, config and seed (`options`: `RunOptions`).
+    Raises `TrainingError` naming the choices or the differing flags."""
+    held = os.path.isdir(logdir) and bool(os.listdir(logdir))
+    if not resume:
+        if held:
+            raise TrainingError(
+                f'--logdir={logdir} already holds a run: add --resume to continue it, or '
+                f'leave --logdir out for a new directory (or name an empty one)')
+        return
+    if not held:
+        raise TrainingError(f'--resume: --logdir={logdir} holds no run to resume')
+    stored = read_run_config(logdir)
+    if stored is None:  # the checkpoint's restore tells whether it matches
+        return
+    differences = run_differences(stored, options.agent, options.env, config,
+                                  options.env_options, options.seed)
+    if differences:
+        raise TrainingError(f'--resume: {logdir} holds a run with other flags: '
+                            f'{", ".join(differences)}; resume with its flags or leave '
+                            f'--resume out (and --logdir) for a new run')
 
 
 def checkpoint_manager(checkpoint: tf.train.Checkpoint, logdir: str) -> tf.train.CheckpointManager:

@@ -52,7 +52,8 @@ def resolve_config(options: RunOptions, config: Any) -> Any:
         shared_spaces.shared_spaces(options.tasks)
         return config
     try:
-        return agent.for_reward_size(config, environments.declared_reward_size(options.env))
+        return agent.for_reward_size(
+            config, environments.declared_reward_size(options.env, options.env_kwargs))
     except environments.EnvironmentSetupError:
         raise
     except ValueError as e:
@@ -60,17 +61,21 @@ def resolve_config(options: RunOptions, config: Any) -> Any:
 
 
 def make_envs(options: RunOptions, config: Any, num_envs: int, seed: int,
-              start_env_steps: int = 0) -> gym.vector.VectorEnv:
-    """The run's vector env (`options.env`), weighting vector rewards as the agent says;
-    for a task sequence, the sequence from `start_env_steps` on."""
+              start_env_steps: int = 0, evaluation: bool = False) -> gym.vector.VectorEnv:
+    """The run's vector env (`options.env` made with `options.env_kwargs`), weighting
+    vector rewards as the agent says; for a task sequence, the sequence from
+    `start_env_steps` on. `evaluation`: environments to evaluate in, stepped in this
+    process whatever `options.vector_env` says."""
     if options.is_sequence:
         return task_sequence.TaskSequenceVectorEnv(
             options.tasks, num_envs, seed, options.steps_per_task, options.task_cycles,
             start_env_steps)
     agent = registry.get(options.agent)
     return environments.make_vector_env(
-        options.env, num_envs, seed, reward_weights=agent.reward_weights(config),
-        wrap=action_repeat.wrapper(options.step_mul, options.fixed_step_mul))
+        options.env, num_envs, seed, None if evaluation else options.vector_env or None,
+        reward_weights=agent.reward_weights(config),
+        wrap=action_repeat.wrapper(options.step_mul, options.fixed_step_mul),
+        env_kwargs=options.env_kwargs)
 
 
 def state_spec(core: ActorCriticCore) -> Any:

@@ -19,6 +19,9 @@ REPLAY = 'replay'
 VARIABLES = 'variables'
 ENV_STEPS = 'env_steps'
 ENV_STEPS_QUEUE_SIZE = 1_000_000  # reports held while no learner drains them
+# One report: env steps since the last, then the finished episodes' returns and lengths.
+ENV_STEPS_SIGNATURE = (tf.TensorSpec([], tf.int64), tf.TensorSpec([None], tf.float64),
+                       tf.TensorSpec([None], tf.int64))
 
 # `reservoir` keeps a random subset of everything seen (CLEAR keeps old tasks'
 # data this way): items get a uniform random priority and the lowest is evicted.
@@ -69,7 +72,7 @@ def make_tables(signature: trajectory.Sequence,
                      rate_limiter=reverb.rate_limiters.MinSize(1),
                      signature=variables_signature),
         reverb.Table.queue(ENV_STEPS, max_size=ENV_STEPS_QUEUE_SIZE,
-                           signature=tf.TensorSpec([], tf.int64)),
+                           signature=ENV_STEPS_SIGNATURE),
     ]
 
 

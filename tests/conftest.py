@@ -69,7 +69,8 @@ def run_cli(tmp_path) -> Callable[..., CliResult]:
     def run(args: Sequence[str], extra_env: Optional[Dict[str, str]] = None,
             timeout: float = 120, logdir: Optional[str] = None) -> CliResult:
         logdir = logdir or str(tmp_path / 'run')
-        return _run_script('run', [f'--logdir={logdir}', *args], extra_env, timeout)
+        return _run_script('run', ['--no_preset', f'--logdir={logdir}', *args], extra_env,
+                           timeout)
 
     return run
 

@@ -7,8 +7,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from agents import registry
-from launch import action_repeat, environments, inprocess
+from launch import action_repeat, inprocess
 from launch import setup as setup_lib
 from launch.actor import Actor, EpisodeStats, Policy
 from tests.launch.test_run import SMALL_CONFIG, small_options

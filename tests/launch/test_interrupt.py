@@ -48,7 +48,8 @@ class Output:
 def test_ctrl_c_checkpoints_exports_and_exits_130(tmp_path):
     logdir = str(tmp_path / 'run')
     process = subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, 'launch', 'run.py'), f'--logdir={logdir}', *FLAGS],
+        [sys.executable, os.path.join(ROOT, 'launch', 'run.py'), '--no_preset', f'--logdir={logdir}',
+         *FLAGS],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
     output = Output(process)

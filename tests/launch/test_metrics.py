@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from agents import configs
 from agents.clear.config import CLEARConfig
-from launch import data, inprocess, metrics
+from launch import data, inprocess, load_policy, metrics
 from launch.options import RunOptions
 from networks.distributions import ActionSpace
 from replay.dataset import Batch
@@ -118,15 +118,43 @@ def read_events(logdir):
 
 
 def test_a_short_run_writes_action_histograms_variable_norm_and_env_info(tmp_path):
+    """Also: curves against env steps, progress.csv, evaluation every 1000 env steps and
+    the best policy kept."""
     config = configs.from_flat(CLEARConfig, dict(
         lstm_size=8, hidden_sizes=(16,), batch_size=8, unroll_length=5, min_replay_size=8,
         queue_size=16))
     logdir = tmp_path / 'run'
     summary = inprocess.train(RunOptions(
         env=INFO_ENV, num_envs=4, num_steps=3000, seed=1, logdir=str(logdir), eval_episodes=1,
-        log_interval_s=1000.0, summary_interval_s=0.2), config)
+        log_interval_s=0.2, summary_interval_s=0.2, eval_every_steps=1000), config)
     assert summary['learner_steps'] > 0
     scalars, histograms = read_events(logdir)
+
+    # Training returns against env steps (not learner steps): increasing, within the run.
+    curve = [step for step, _ in scalars['train/episode_return']]
+    assert curve == sorted(curve) and 0 < curve[-1] <= summary['env_steps']
+    assert curve[-1] > summary['learner_steps']
+    # progress.csv: a row per log interval, then the last; returns and losses in it.
+    rows = metrics.read_progress(str(logdir / metrics.PROGRESS_CSV))
+    assert len(rows) >= 3
+    assert [r['env_steps'] for r in rows] == sorted(r['env_steps'] for r in rows)
+    assert rows[-1]['env_steps'] == summary['env_steps']
+    assert rows[-1]['learner_steps'] == summary['learner_steps']
+    assert 'loss/total_loss' in rows[-1] and rows[-1]['episodes'] > 20
+    assert rows[-1]['return_mean'] == pytest.approx(summary['train_return_last20'], abs=1e-6)
+    # Evaluations at 1000 and 2000 env steps and at the end; the best one exported.
+    with open(logdir / 'eval.csv') as f:
+        evaluations = [line.split(',') for line in f.read().split()[1:]]
+    points = [int(e[0]) for e in evaluations]
+    assert points[-1] == summary['env_steps'] and len(points) >= 2, points
+    assert all(p % 1000 == 0 for p in points[:-1]) and points == sorted(set(points)), points
+    assert sorted(step for step, _ in scalars['eval/return']) == points
+    best = max(float(e[1]) for e in evaluations)
+    assert summary['best_eval_return'] == pytest.approx(best)
+    assert summary['saved_model_best'] == str(logdir / 'saved_model_best')
+    policy = load_policy(summary['saved_model_best'])
+    assert policy.env_id == INFO_ENV
+    assert policy.run_episode(gym.make(INFO_ENV), seed=0) > 0
 
     # (a) one histogram per action leaf, of the batch's valid actions: CartPole's 0s and 1s,
     # at most (sequence length - 1) x batch of them.

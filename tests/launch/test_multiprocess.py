@@ -33,7 +33,8 @@ class LauncherRun:
 
     def __init__(self, logdir, *args):
         self.process = subprocess.Popen(
-            [sys.executable, RUN_PY, '--launcher=multiprocess', f'--logdir={logdir}', *args],
+            [sys.executable, RUN_PY, '--launcher=multiprocess', '--no_preset', f'--logdir={logdir}',
+             *args],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
             text=True, bufsize=1)
         self.lines = []
@@ -186,7 +187,7 @@ def test_killed_learner_resumes_from_its_checkpoint(runs, tmp_path):
     ckpt_step = latest_checkpoint_step(checkpoints)
     assert ckpt_step > 0
 
-    second = runs(logdir, *args)
+    second = runs(logdir, *args, '--resume')
     _, resumed = second.wait_for(r'Resumed from .* at learner step (\d+), env step (\d+)')
     assert int(resumed.group(1)) == ckpt_step
     assert int(resumed.group(2)) > 0
@@ -203,7 +204,8 @@ def test_killed_learner_resumes_from_its_checkpoint(runs, tmp_path):
 
 @pytest.mark.parametrize('agent_args', [
     ['--agent=acer', '--num_envs=4', '--lstm_size=8', '--hidden_sizes=16', '--batch_size=4',
-     '--unroll_length=5', '--replay_start_size=100', '--num_steps=1500'],
+     '--unroll_length=5', '--replay_start_size=100', '--num_steps=20000',
+     '--target_return=5'],
     ['--agent=sac', '--env=Pendulum-v1', '--num_envs=4', '--hidden_sizes=16',
      '--critic_hidden_sizes=16', '--batch_size=32', '--num_steps=1200'],
 ], ids=['acer', 'sac'])
@@ -213,6 +215,11 @@ def test_every_agent_runs_multiprocess(runs, tmp_path, agent_args):
     assert run.finish() == 0, run.output()
     summary = read_summary(logdir)
     assert summary['learner_steps'] > 0 and summary['saved_model']
+    # The actors' episodes reach the learner: its training return, curve and progress.csv.
+    assert summary['train_return_last20'] is not None
+    assert os.path.exists(os.path.join(logdir, 'progress.csv'))
+    if summary['agent'] == 'acer':  # a target any CartPole policy reaches: stopped early
+        assert summary['reached_target'] and summary['env_steps'] < 20000, summary
     if summary['agent'] == 'sac':
         # One update per env step after the warm-up, held by the rate limiter across processes.
         config = summary['config']

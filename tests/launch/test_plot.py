@@ -42,3 +42,34 @@ def test_runs_of_other_sequences_or_without_a_csv_are_one_error(tmp_path, run_sc
     assert result.returncode == 1 and len(result.errors) == 1
     assert 'no continual.csv' in result.errors[0]
     assert not (tmp_path / 'y.png').exists()
+
+
+def test_learning_curves_of_two_seeds_from_real_runs(tmp_path):
+    """Two short real runs write progress.csv; their mean +- std over the seeds is one line."""
+    from agents import configs
+    from agents.clear.config import CLEARConfig
+    from launch import inprocess, metrics
+    from launch.options import RunOptions
+
+    config = configs.from_flat(CLEARConfig, dict(
+        lstm_size=8, hidden_sizes=(16,), batch_size=8, unroll_length=5, min_replay_size=8,
+        queue_size=16))
+    logdirs = []
+    for seed in (0, 1):
+        logdir = str(tmp_path / f'seed{seed}')
+        inprocess.train(RunOptions(env='CartPole-v1', num_envs=4, num_steps=2000, seed=seed,
+                                   logdir=logdir, eval_episodes=1, log_interval_s=0.1), config)
+        rows = metrics.read_progress(f'{logdir}/{metrics.PROGRESS_CSV}')
+        assert len(rows) >= 3 and rows[-1]['env_steps'] >= 2000
+        logdirs.append(logdir)
+    curves = [plot.load_curve(d) for d in logdirs]
+    assert {c['group'] for c in curves} == {'CLEAR (replay_fraction=0.5)'}
+    assert {plot.load_curve(d, 'seed')['group'] for d in logdirs} == {
+        'CLEAR (replay_fraction=0.5), seed=0', 'CLEAR (replay_fraction=0.5), seed=1'}
+    with pytest.raises(plot.PlotError, match='--group_by=nope'):
+        plot.load_curve(logdirs[0], 'nope')
+    output = tmp_path / 'curve.png'
+    assert plot.plot_curves(logdirs, str(output)) == str(output)
+    assert output.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n' and output.stat().st_size > 10_000
+    with pytest.raises(plot.PlotError, match='no progress.csv'):
+        plot.load_curve(str(tmp_path))

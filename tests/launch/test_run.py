@@ -130,23 +130,52 @@ def test_bad_input_gives_one_clear_line_and_nonzero_exit(args, message, run_cli,
      '--env or --tasks'),
     (['--tasks=CartPole-v1,Acrobot-v1', '--steps_per_task=100', '--num_steps=5'],
      'leave --num_steps out'),
+    (['--env_kwargs=nope=1'], "unexpected keyword argument 'nope'"),
+    (['--env_kwargs=x'], '--env_kwargs takes key=value pairs'),
+    (['--env=Pendulum-v1', '--env_kwargs=g=2,g=3'], "--env_kwargs gives 'g' twice"),
+    (['--vector_env=threads'], "vector_env must be one of ['sync', 'async']"),
+    (['--resume'], 'holds no run to resume'),
 ])
 def test_bad_values_are_one_error_line_from_main(args, message, tmp_path, capsys):
     """The same `main` the command line runs, in this process (no TF start-up per case)."""
+    code, errors = run_main([f'--logdir={tmp_path}/run', *args], capsys)
+    assert code == 1
+    assert len(errors) == 1 and message in errors[0], errors
+    assert not os.path.exists(tmp_path / 'run')
+
+
+def run_main(args, capsys):
+    """(exit status, `error:` lines) of `launch/run.py`'s main with `args` (its own parser,
+    default presets included), in this process."""
     from absl import flags
 
     from launch import run  # defines run.py's flags on absl's FLAGS
     flags.FLAGS.unparse_flags()
+    code = 0
     try:
-        flags.FLAGS(['run.py', f'--logdir={tmp_path}/run', *args])
-        with pytest.raises(SystemExit) as exit_info:
-            run.main([])
+        run.parse_flags(['run.py', *args])
+        run.main([])
+    except SystemExit as e:
+        code = e.code
     finally:
         flags.FLAGS.unparse_flags()
-    assert exit_info.value.code == 1
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith('error:')]
-    assert len(errors) == 1 and message in errors[0], errors
-    assert not os.path.exists(tmp_path / 'run')
+    return code, errors
+
+
+@pytest.mark.parametrize('args,message', [
+    ([], 'already holds a run: add --resume to continue it, or leave --logdir out'),
+    (['--resume', '--lstm_size=16'], '--lstm_size=8 (now 16)'),
+    (['--resume', '--seed=4'], '--seed=3 (now 4)'),
+    (['--resume', '--env=Acrobot-v1'], '--env=CartPole-v1 (now Acrobot-v1)'),
+])
+def test_a_run_directory_is_resumed_only_when_asked_with_its_flags(args, message, run_copy,
+                                                                  capsys):
+    before = snapshot(run_copy)
+    defaults = [*SMALL_FLAGS, '--seed=3', '--no_preset', f'--logdir={run_copy}']
+    code, errors = run_main([*defaults, *args], capsys)
+    assert code == 1 and len(errors) == 1 and message in errors[0], errors
+    assert snapshot(run_copy) == before
 
 
 def test_list_flags_of_the_wrong_type_are_one_error_line(run_cli):
@@ -181,13 +210,14 @@ def test_corrupt_run_is_an_error_and_stays(damage, message, run_copy, run_cli):
         (run_copy / rundir.RUN_CONFIG).write_text('{"agent": ')
     before = snapshot(run_copy)
     started = time.monotonic()
-    result = run_cli(SMALL_FLAGS + ['--num_steps=3000'], logdir=str(run_copy))
+    result = run_cli(SMALL_FLAGS + ['--num_steps=3000', '--seed=3', '--resume'],
+                     logdir=str(run_copy))
     assert_one_error(result, message, started)
     assert snapshot(run_copy) == before
 
 
 @pytest.mark.parametrize('keep_run_config,message', [
-    (True, 'holds a run of --agent=clear --env=CartPole-v1, not --agent=acer'),
+    (True, 'holds a run with other flags: --agent=clear (now acer)'),
     (False, 'cannot restore checkpoint'),
 ])
 def test_another_agents_run_is_an_error_and_stays(keep_run_config, message, run_copy, run_cli):
@@ -195,12 +225,13 @@ def test_another_agents_run_is_an_error_and_stays(keep_run_config, message, run_
         os.remove(run_copy / rundir.RUN_CONFIG)
     before = snapshot(run_copy)
     started = time.monotonic()
-    result = run_cli(['--agent=acer', '--num_envs=4', '--eval_episodes=2'], logdir=str(run_copy))
+    result = run_cli(['--agent=acer', '--num_envs=4', '--eval_episodes=2', '--resume'],
+                     logdir=str(run_copy))
     assert_one_error(result, message, started)
     assert snapshot(run_copy) == before
 
 
-def test_summary_and_resume_from_checkpoint(small_run, run_copy):
+def test_summary_and_resume_from_checkpoint(small_run, run_copy, capsys):
     _, first = small_run
     for key in SUMMARY_KEYS:
         assert key in first, key
@@ -208,8 +239,13 @@ def test_summary_and_resume_from_checkpoint(small_run, run_copy):
     with open(run_copy / 'summary.json') as f:
         assert json.load(f)['learner_steps'] == first['learner_steps']
     assert first['learner_steps'] > 0 and first['env_steps'] >= 1500
-    # The same logdir resumes: counters continue from the checkpoint, not from zero.
-    second = inprocess.train(small_options(run_copy, num_steps=3000), SMALL_CONFIG)
+    # The same logdir resumes (--resume, the same flags): counters continue from the
+    # checkpoint, not from zero.
+    code, errors = run_main([*SMALL_FLAGS, '--seed=3', '--no_preset', '--resume',
+                             '--num_steps=3000', f'--logdir={run_copy}'], capsys)
+    assert code == 0 and not errors, errors
+    with open(run_copy / 'summary.json') as f:
+        second = json.load(f)
     assert second['learner_steps'] > first['learner_steps']
     assert second['env_steps'] >= 3000
     assert second['env_steps'] - first['env_steps'] < 3000  # did not start over

@@ -1,0 +1,233 @@
+"""The run's flags, their presets and what they resolve to (`RunOptions`, the agent's config).
+
+`launch/run.py` defines these flags on absl's global `FLAGS`; the Python API
+(`launch.api.train`) defines them on a private `FlagValues`, so both validate
+input the same way and the API never touches a caller's own absl flags.
+
+- **Default presets.** When `launch/presets/<agent>_<env>.flags` exists
+  (`clear` and `CartPole-v1`: `clear_cartpole.flags`), `parse` applies it
+  first unless `--no_preset` or a `--flagfile` is given; the command line's
+  flags override it.
+- **Environment keywords.** `--env_kwargs=key=value,...` go to
+  `gymnasium.make`; each value is a Python literal when it reads as one
+  (`3`, `0.5`, `True`, `(1, 2)`), a string otherwise.
+"""
+
+import ast
+import os
+import re
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from absl import flags
+
+from agents import registry
+from launch import config_flags, setup as setup_lib, task_sequence
+from launch.options import VECTOR_ENVS, RunOptions
+
+ROLES = ('replay', 'learner', 'actor')
+LAUNCHERS = ('inprocess', 'multiprocess')
+PRESETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'presets')
+RUNS = 'runs'  # where runs without --logdir go, under the working directory
+_DEFAULTS = RunOptions(logdir='-')
+
+
+def _default_help(field: str) -> str:
+    """'(default X; sac: Y)': RunOptions' default and the agents that differ."""
+    parts = [f'default {getattr(_DEFAULTS, field)}'] + [
+        f'{name}: {a.run_defaults[field]}' for name, a in sorted(registry.AGENTS.items())
+        if field in a.run_defaults]
+    return f'({"; ".join(parts)})'
+
+
+def define_flags(fv: flags.FlagValues) -> None:
+    """Every flag of `launch/run.py` (the run's, the roles', every agent config's) on `fv`."""
+    def string(name, default, text):
+        flags.DEFINE_string(name, default, text, flag_values=fv)
+
+    def integer(name, default, text):
+        flags.DEFINE_integer(name, default, text, flag_values=fv)
+
+    def real(name, default, text):
+        flags.DEFINE_float(name, default, text, flag_values=fv)
+
+    def boolean(name, default, text):
+        flags.DEFINE_bool(name, default, text, flag_values=fv)
+
+    string('agent', 'clear', f'agent to train: one of {sorted(registry.AGENTS)}')
+    string('env', _DEFAULTS.env, 'any gymnasium environment id (or module:Env-v0)')
+    string('env_kwargs', '', 'keyword arguments for gymnasium.make, key=value,... (values '
+           'read as Python literals where they are one, else as strings)')
+    string('vector_env', '', f'how the actor\'s environments are stepped: one of '
+           f'{list(VECTOR_ENVS)} (default: the environment\'s own vectorised version if it '
+           f'has one, else sync); async runs each in a subprocess')
+    string('tasks', '', 'a task sequence instead of --env: gymnasium ids A,B,C trained in '
+           'turn, --steps_per_task each, no task identity given')
+    integer('steps_per_task', None, 'env steps per visit of a task (--tasks)')
+    integer('task_cycles', _DEFAULTS.task_cycles, 'times a task sequence is gone through')
+    integer('eval_every_steps', _DEFAULTS.eval_every_steps,
+            'env steps between greedy evaluations during training (--eval_episodes each; '
+            'eval/return, the best kept as saved_model_best); 0: none, or five per task '
+            'visit of a sequence (every task evaluated)')
+    integer('step_mul', _DEFAULTS.step_mul,
+            'action repeat: with --fixed_step_mul every action is taken this many times; '
+            'without, the policy picks 1..step_mul per decision (a learned head)')
+    boolean('fixed_step_mul', _DEFAULTS.fixed_step_mul,
+            'repeat every action --step_mul times instead of learning how often')
+    integer('num_envs', None, f'environments per actor, stepped together '
+            f'{_default_help("num_envs")}')
+    integer('num_steps', None, f'environment-step budget {_default_help("num_steps")}')
+    integer('seed', _DEFAULTS.seed, 'random seed (environments, sampling, initialisation)')
+    string('logdir', '', f'the run\'s directory: TensorBoard logs, checkpoints, progress.csv, '
+           f'summary.json, the policy (default: a new {RUNS}/<agent>-<env>-<date>-<time>)')
+    boolean('resume', False, 'continue the run in --logdir from its last checkpoint (the same '
+            'agent, environment, config and seed)')
+    boolean('no_preset', False, 'do not apply launch/presets/<agent>_<env>.flags')
+    boolean('verbose', False, 'show TensorFlow\'s and Reverb\'s own log lines and every '
+            'absl INFO line')
+    integer('eval_episodes', None, f'greedy evaluation episodes (at the end and every '
+            f'--eval_every_steps) {_default_help("eval_episodes")}')
+    real('eval_epsilon', _DEFAULTS.eval_epsilon,
+         'epsilon-greedy evaluation (ALF): each step of each evaluation episode samples '
+         'from the policy with this probability, in [0, 1]')
+    real('target_return', _DEFAULTS.target_return,
+         'stop early once the last 20 training episodes average this return')
+    real('log_interval_s', _DEFAULTS.log_interval_s,
+         'seconds between progress.csv rows (and progress lines off a terminal)')
+    real('checkpoint_interval_s', _DEFAULTS.checkpoint_interval_s,
+         'seconds between learner checkpoints')
+    string('launcher', 'inprocess', 'inprocess: one process (server, actor thread, learner); '
+           'multiprocess: every role as a child process on this machine')
+    integer('num_actors', 2, 'actor processes (--launcher=multiprocess)')
+    string('role', '', 'run one role of a multi-process run: replay, learner or actor')
+    string('replay_address', '', 'host:port of the replay server (learner, actor)')
+    integer('replay_port', 0, 'port of the replay server (0: a free one). Reverb listens on '
+            'all interfaces: on a shared network, firewall this port')
+    integer('actor_id', 0, 'this actor\'s index (seeds its environments)')
+    real('connect_timeout_s', 20.0, 'seconds to wait for the replay server to answer at start')
+    real('reconnect_timeout_s', 120.0,
+         'seconds a role waits for a lost replay server before it gives up')
+    real('replay_checkpoint_interval_s', 60.0,
+         'seconds between checkpoints of the replay tables (--role=replay)')
+    config_flags.define_flags(registry.CONFIG_CLASSES, fv)
+
+
+def env_name(env_id: str) -> str:
+    """'CartPole-v1' -> 'cartpole', 'pkg.mod:My-Env-v0' -> 'myenv' (preset and run names)."""
+    name = env_id.rpartition(':')[2]
+    name = re.sub(r'-v\d+$', '', name)
+    return re.sub(r'[^a-z0-9]', '', name.lower())
+
+
+def default_preset(agent: str, env: str) -> Optional[str]:
+    """`launch/presets/<agent>_<env>.flags` when it exists, else None."""
+    path = os.path.join(PRESETS, f'{agent}_{env_name(env)}.flags')
+    return path if os.path.exists(path) else None
+
+
+def parse(argv: List[str], fv: flags.FlagValues) -> Tuple[List[str], Optional[str]]:
+    """Parses `argv` (program name first) into `fv`, the default preset first where one
+    applies (see the module doc); returns (the arguments left, the preset applied or None).
+    Raises `flags.Error` for an unknown flag or a value of the wrong type."""
+    rest = fv(argv)
+    if fv.no_preset or fv.role or fv.tasks or any(
+            arg.split('=', 1)[0] in ('--flagfile', '-flagfile') for arg in argv[1:]):
+        return rest, None
+    preset = default_preset(fv.agent, fv.env)
+    if preset is None:
+        return rest, None
+    fv.unparse_flags()
+    return fv([argv[0], f'--flagfile={preset}', *argv[1:]]), preset
+
+
+def parse_env_kwargs(text: str) -> Dict[str, Any]:
+    """'difficulty=hard,horizon=50' -> {'difficulty': 'hard', 'horizon': 50}; a comma
+    inside a value is kept when the next part is not `name=` (`shape=(2,3)`)."""
+    if not text.strip():
+        return {}
+    out = {}
+    for part in re.split(r',(?=\s*[A-Za-z_]\w*\s*=)', text):
+        key, eq, value = part.partition('=')
+        key = key.strip()
+        if not eq or not key.isidentifier():
+            raise ValueError(f'--env_kwargs takes key=value pairs separated by commas, '
+                             f'got {part!r}')
+        if key in out:
+            raise ValueError(f'--env_kwargs gives {key!r} twice')
+        value = value.strip()
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out
+
+
+def new_logdir(agent: str, env: str, root: str = RUNS) -> str:
+    """A directory that does not exist yet: `<root>/<agent>-<env>-<YYYYmmdd-HHMMSS>`
+    (`-2`, `-3`, ... appended when two runs start within one second)."""
+    stamp = time.strftime('%Y%m%d-%H%M%S')
+    name = '+'.join(re.sub(r'[^A-Za-z0-9_.-]', '_', e.rpartition(':')[2]) for e in env.split(','))
+    base = os.path.join(root, f'{agent}-{name}-{stamp}')
+    path, n = base, 1
+    while os.path.exists(path):
+        n += 1
+        path = f'{base}-{n}'
+    return path
+
+
+def resolve(fv: flags.FlagValues) -> Tuple[RunOptions, Any]:
+    """The run's options and the agent's config from the parsed flags. A run without
+    `--logdir` gets `new_logdir`'s name (not created here).
+
+    Raises ValueError (one line) for unknown roles or launchers, a flag of
+    another agent, or a value an options or config check refuses.
+    """
+    if fv.role and fv.role not in ROLES:
+        raise ValueError(f'unknown --role={fv.role!r}; choose one of {list(ROLES)}')
+    if fv.launcher not in LAUNCHERS:
+        raise ValueError(f'unknown --launcher={fv.launcher!r}; choose one of {list(LAUNCHERS)}')
+    if fv.role in ('learner', 'actor') and not fv.replay_address:
+        raise ValueError(f'--role={fv.role} needs --replay_address=host:port')
+    if fv.role and not fv.logdir:
+        raise ValueError(f'--role={fv.role} needs --logdir (the run\'s directory, shared by '
+                         f'its roles)')
+    agent = registry.get(fv.agent)
+    config = config_flags.config_from_flags(fv.agent, registry.CONFIG_CLASSES, fv)
+    per_agent = {name: fv[name].value for name in ('num_envs', 'num_steps', 'eval_episodes')}
+    env, sequence = fv.env, {}
+    if fv.tasks:
+        env, sequence = _task_sequence(fv, per_agent['num_steps'])
+        per_agent['num_steps'] = sequence.pop('num_steps')
+    elif fv.steps_per_task is not None:
+        raise ValueError('--steps_per_task needs --tasks')
+    env_kwargs = parse_env_kwargs(fv.env_kwargs)
+    options = RunOptions(
+        agent=fv.agent, env=env, seed=fv.seed,
+        logdir=fv.logdir or new_logdir(fv.agent, env), **sequence,
+        env_kwargs=env_kwargs, vector_env=fv.vector_env,
+        eval_every_steps=fv.eval_every_steps, step_mul=fv.step_mul,
+        fixed_step_mul=fv.fixed_step_mul, eval_epsilon=fv.eval_epsilon,
+        target_return=fv.target_return, log_interval_s=fv.log_interval_s,
+        checkpoint_interval_s=fv.checkpoint_interval_s,
+        **{**agent.run_defaults, **{k: v for k, v in per_agent.items() if v is not None}})
+    return options, setup_lib.resolve_config(options, config)
+
+
+def _task_sequence(fv: flags.FlagValues, num_steps: Optional[int]) -> Tuple[str, Dict[str, int]]:
+    """`env` ('A,B') and the sequence's RunOptions fields from --tasks and its flags."""
+    if fv['env'].present:
+        raise ValueError('give --env or --tasks, not both')
+    if fv.launcher != 'inprocess' or fv.role:
+        raise ValueError('task sequences run in one process (--launcher=inprocess)')
+    tasks = task_sequence.parse_tasks(fv.tasks)
+    if fv.steps_per_task is None or fv.steps_per_task < 1:
+        raise ValueError(f'--tasks needs --steps_per_task >= 1 (env steps per task visit), '
+                         f'got {fv.steps_per_task}')
+    if fv.task_cycles < 1:
+        raise ValueError(f'--task_cycles must be >= 1, got {fv.task_cycles}')
+    total = len(tasks) * fv.steps_per_task * fv.task_cycles
+    if num_steps is not None and num_steps != total:
+        raise ValueError(f'--num_steps={num_steps} but the sequence is {total} env steps '
+                         f'(tasks x --steps_per_task x --task_cycles); leave --num_steps out')
+    return ','.join(tasks), {'steps_per_task': fv.steps_per_task,
+                             'task_cycles': fv.task_cycles, 'num_steps': total}

@@ -1,0 +1,49 @@
+"""`--env_kwargs` (typed keywords for gymnasium.make) and `--vector_env=sync|async`."""
+
+import pytest
+
+from agents import configs
+from agents.clear.config import CLEARConfig
+from launch import command_line, environments, inprocess
+from launch.options import RunOptions
+
+
+def test_env_kwargs_are_typed_from_their_literals():
+    assert command_line.parse_env_kwargs('') == {}
+    assert command_line.parse_env_kwargs(
+        'difficulty=hard,horizon=50,g=9.5,flag=True,shape=(2, 3),name=None') == {
+            'difficulty': 'hard', 'horizon': 50, 'g': 9.5, 'flag': True, 'shape': (2, 3),
+            'name': None}
+    assert command_line.parse_env_kwargs("label='a,b', n=1") == {'label': 'a,b', 'n': 1}
+    for bad in ('x', '=3', '1x=2'):
+        with pytest.raises(ValueError, match='key=value pairs'):
+            command_line.parse_env_kwargs(bad)
+
+
+@pytest.mark.parametrize('mode', [None, 'sync', 'async'])
+def test_keywords_reach_every_environment(mode):
+    envs = environments.make_vector_env('Pendulum-v1', 2, 0, mode, env_kwargs={'g': 3.5})
+    try:
+        assert list(envs.get_attr('g')) == [3.5, 3.5]
+        assert (mode == 'async') == envs.__class__.__name__.startswith('Async')
+    finally:
+        envs.close()
+
+
+def test_a_bad_keyword_is_one_line():
+    with pytest.raises(environments.EnvironmentSetupError,
+                       match="with --env_kwargs=nope=1: .*unexpected keyword argument 'nope'"):
+        environments.make_env('Pendulum-v1', {'nope': 1})
+
+
+def test_a_run_on_async_environments_with_keywords(tmp_path):
+    config = configs.from_flat(CLEARConfig, dict(
+        lstm_size=8, hidden_sizes=(16,), batch_size=4, unroll_length=5, min_replay_size=4,
+        queue_size=8))
+    options = RunOptions(env='CartPole-v1', env_kwargs={'sutton_barto_reward': True},
+                         vector_env='async', num_envs=2, num_steps=600, seed=0,
+                         logdir=str(tmp_path / 'run'), eval_episodes=2)
+    summary = inprocess.train(options, config)
+    assert summary['env_steps'] >= 600 and summary['learner_steps'] > 0
+    # Sutton and Barto's CartPole reward: 0 per step, -1 at the end.
+    assert summary['eval_return_mean'] == -1.0 and summary['train_return_last20'] == -1.0
