@@ -10,7 +10,7 @@ user's flags; streams their output with a role prefix. It supervises them:
   checkpoint; learner and actors reconnect;
 - the learner finishing its budget ends the run (exit 0); the learner
   failing ends it with its error (exit 1): rerun with the same `--logdir`
-  to resume from the last checkpoint;
+  and `--resume` to resume from the last checkpoint;
 - Ctrl-C / SIGTERM: the learner checkpoints and exits, then the actors stop,
   then the replay server checkpoints its tables and stops.
 
@@ -150,7 +150,8 @@ def run(argv: List[str], num_actors: int, replay_port: int, connect_timeout_s: f
         if code is not None:
             if code != 0:
                 print(f'error: the learner exited with {describe_exit(code)}; rerun with the '
-                      'same --logdir to resume from its last checkpoint', file=sys.stderr)
+                      'same --logdir and --resume to resume from its last checkpoint',
+                      file=sys.stderr)
                 status = 1
             break
         now = time.monotonic()
