@@ -7,7 +7,7 @@ import tensorflow as tf
 from networks.cores import REWARD_CLIPPINGS, transform_reward
 
 __all__ = ['REWARD_CLIPPINGS', 'clip_rewards', 'transform_rewards', 'n_step_targets',
-           'discounted_returns']
+           'discounted_returns', 'generalized_advantages']
 
 def clip_rewards(r_t: tf.Tensor, mode: str) -> tf.Tensor:
     """`abs_one`: clip to [-1, 1]; `soft_asymmetric`: IMPALA's squashing (negative
@@ -85,3 +85,23 @@ def discounted_returns(rewards: tf.Tensor, discounts: tf.Tensor,
         return r + d * g_next
 
     return tf.scan(backward, (rewards, discounts), initializer=bootstrap_value, reverse=True)
+
+
+def generalized_advantages(rewards: tf.Tensor, discounts: tf.Tensor, values: tf.Tensor,
+                           bootstrap_value: tf.Tensor, lambda_: float) -> tf.Tensor:
+    """Generalised advantage estimation (Schulman et al. 2016), within sequences.
+
+    rewards, discounts, values: `[T, B]` (`discounts` holds gamma, times 0 where
+    an episode terminated); bootstrap_value: `[B]`, V of step T.
+    Returns `[T, B]`: A_t = delta_t + discounts_t lambda A_{t+1}, A_T = 0, with
+    delta_t = r_t + discounts_t V_{t+1} - V_t; A_t + V_t is the lambda-return.
+    """
+    v_tp1 = tf.concat([values[1:], bootstrap_value[None]], axis=0)
+    delta_t = rewards + discounts * v_tp1 - values
+
+    def backward(a_next, inputs):
+        delta, d = inputs
+        return delta + d * lambda_ * a_next
+
+    return tf.scan(backward, (delta_t, discounts), initializer=tf.zeros_like(bootstrap_value),
+                   reverse=True)

@@ -45,6 +45,7 @@ def from_importance_weights(
     bootstrap_value: tf.Tensor,
     clip_rho_threshold: Optional[float] = 1.0,
     clip_pg_rho_threshold: Optional[float] = 1.0,
+    lambda_: float = 1.0,
 ) -> VTraceReturns:
     """V-trace targets and policy-gradient advantages.
 
@@ -58,6 +59,9 @@ def from_importance_weights(
       clip_rho_threshold: rho-bar; clips rho_t in the TD errors. None: no clip.
       clip_pg_rho_threshold: clips rho_t in the policy-gradient advantages.
         None: no clip.
+      lambda_: Espeholt et al.'s lambda (their Remark 2, scalable_agent's
+        `lambda_`): the traces become c_t = lambda * min(1, rho_t), mixing
+        multi-step and one-step targets; 1.0 is plain V-trace.
 
     Returns:
       `VTraceReturns(vs, pg_advantages)`, both `[T, B]`, with gradients stopped.
@@ -79,7 +83,7 @@ def from_importance_weights(
 
     rho_t = tf.exp(log_rhos)
     clipped_rho_t = _clip(rho_t, clip_rho_threshold)
-    c_t = _clip(rho_t, 1.0)
+    c_t = lambda_ * _clip(rho_t, 1.0)
 
     v_t = values
     v_tp1 = tf.concat([values[1:], bootstrap_value[None]], axis=0)

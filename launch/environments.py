@@ -20,8 +20,12 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import gymnasium as gym
 import numpy as np
 
+from launch import bandits
 from networks.distributions import ActionSpace, UnsupportedSpaceError
 from networks.observations import observation_spec
+
+
+BANDITS = tuple(bandits.IDS)  # the meta-RL bandits, registered by importing `launch.bandits`
 
 
 class EnvironmentSetupError(ValueError):

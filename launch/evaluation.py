@@ -5,7 +5,7 @@ drawn per step and per environment, the action is sampled from the policy
 instead of being its greedy one (ALF's `dist_utils.epsilon_greedy_sample`).
 """
 
-from typing import Callable, Optional, Sequence, Tuple
+from typing import Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -28,17 +28,35 @@ def epsilon_greedy(greedy: Tuple[np.ndarray, ...], sampled: Tuple[np.ndarray, ..
                  for g, s in zip(greedy, sampled))
 
 
+class Episodes(NamedTuple):
+    """What `run_episodes` played: one entry per episode."""
+    returns: np.ndarray  # [episodes]
+    regrets: Optional[np.ndarray]  # [episodes] summed info['regret'] (bandits), else None
+
+
 def evaluate(core: ActorCriticCore, action_space: ActionSpace, env_id: str, episodes: int,
              seed: int, deterministic: bool = True, max_steps: int = 1_000_000,
              reward_weights: Optional[Sequence[float]] = None, epsilon: float = 0.0,
              make_envs: Optional[Callable[[int, int], gym.vector.VectorEnv]] = None
              ) -> Tuple[float, float, np.ndarray]:
+    """(mean return, std return, all returns) of `run_episodes`."""
+    returns = run_episodes(core, action_space, env_id, episodes, seed, deterministic,
+                           max_steps, reward_weights, epsilon, make_envs).returns
+    return float(returns.mean()), float(returns.std()), returns
+
+
+def run_episodes(core: ActorCriticCore, action_space: ActionSpace, env_id: str, episodes: int,
+                 seed: int, deterministic: bool = True, max_steps: int = 1_000_000,
+                 reward_weights: Optional[Sequence[float]] = None, epsilon: float = 0.0,
+                 make_envs: Optional[Callable[[int, int], gym.vector.VectorEnv]] = None
+                 ) -> Episodes:
     """Runs `episodes` episodes in parallel (one per environment, seeds `seed + i`).
 
-    Returns (mean return, std return, all returns); vector rewards count by
-    `reward_weights` (see `launch.environments`); `epsilon`: see the module
-    docstring (the choices and samples are seeded by `seed` too); `make_envs(n,
-    seed)`: the vector env to play in (a task of a sequence), instead of `env_id`'s.
+    Vector rewards count by `reward_weights` (see `launch.environments`);
+    `epsilon`: see the module docstring (the choices and samples are seeded by
+    `seed` too); `make_envs(n, seed)`: the vector env to play in (a task of a
+    sequence), instead of `env_id`'s. Environments that report
+    `info['regret']` (`launch/bandits.py`) get it summed per episode.
     """
     if not 0.0 <= epsilon <= 1.0:
         raise ValueError(f'eval_epsilon must be in [0, 1], got {epsilon}')
@@ -57,6 +75,7 @@ def evaluate(core: ActorCriticCore, action_space: ActionSpace, env_id: str, epis
         prev_reward = np.zeros([episodes], np.float32)
         first = np.ones([episodes], bool)
         returns = np.zeros([episodes])
+        regrets = None
         finished = np.zeros([episodes], bool)
         for _ in range(max_steps):
             observation = cast(obs)
@@ -66,8 +85,11 @@ def evaluate(core: ActorCriticCore, action_space: ActionSpace, env_id: str, epis
                 sampled = sampler(observation, prev_action, prev_reward, first, state)[0]
                 action = epsilon_greedy(action, sampled, epsilon, rng)
             state = next_state
-            obs, reward, terminated, truncated, _ = envs.step(action_space.to_env(action))
+            obs, reward, terminated, truncated, info = envs.step(action_space.to_env(action))
             returns += np.where(finished, 0.0, reward)
+            if 'regret' in info:
+                regrets = np.zeros([episodes]) if regrets is None else regrets
+                regrets += np.where(finished, 0.0, np.asarray(info['regret'], np.float64))
             finished |= terminated | truncated
             if finished.all():
                 break
@@ -75,4 +97,12 @@ def evaluate(core: ActorCriticCore, action_space: ActionSpace, env_id: str, epis
             first = np.zeros([episodes], bool)
     finally:
         envs.close()
-    return float(returns.mean()), float(returns.std()), returns
+    return Episodes(returns, regrets)
+
+
+def regret_summary(greedy: np.ndarray, sampled: np.ndarray) -> Dict[str, float]:
+    """summary.json's bandit regrets (per episode, summed `info['regret']`) of a greedy
+    and a sampling evaluation."""
+    return {'eval_regret_mean': float(greedy.mean()), 'eval_regret_std': float(greedy.std()),
+            'eval_regret_sampled_mean': float(sampled.mean()),
+            'eval_regret_sampled_std': float(sampled.std())}

@@ -81,10 +81,9 @@ class LearnerRun:
                           if options.is_sequence else None)
         if self.continual is not None and self.continual.last_point is None:
             self.continual.evaluate(self.core, 0)  # the untrained policy, before any actor
-        self.periodic = None
-        if not options.is_sequence and options.eval_every_steps:
-            self.periodic = periodic_evaluation.PeriodicEvaluation(
-                options, setup.action_space, setup.observation_space, self._make_eval_envs)
+        self.periodic = (periodic_evaluation.PeriodicEvaluation(
+            options, setup.action_space, setup.observation_space, self._make_eval_envs)
+            if not options.is_sequence and options.eval_every_steps else None)
         self.progress_csv = metrics_lib.ProgressCSV(options.logdir)
 
     def _make_eval_envs(self, num_envs: int, seed: int):
@@ -215,16 +214,10 @@ class LearnerRun:
             self._batches = batches
 
     def close_data(self) -> None:
-        """Drops the learner's data stream on a daemon thread, without waiting.
-
-        Destroying a stream whose sample request is held in the server's rate
-        limiter (a learner waiting for data when the budget ends) waits out
-        the data timeout, even after an in-process server has stopped
-        (py-spy at the end of in-process SAC runs: 10-55 s in the destructor).
-        Nothing after training needs the stream, so it is dropped where that
-        wait blocks nobody; the learner process exits without dropping it
-        (`launch/run.py`).
-        """
+        """Drops the learner's data stream on a daemon thread, without waiting: a
+        stream whose sample request the server's rate limiter holds waits out the data
+        timeout when destroyed, even after an in-process server stopped (py-spy, SAC:
+        10-55 s). The learner process exits without dropping it (`launch/run.py`)."""
         stream = [self._batches]
         self._batches = None
         threading.Thread(target=stream.clear, name='close_data', daemon=True).start()
@@ -238,6 +231,7 @@ class LearnerRun:
         options, setup = self.setup.options, self.setup
         self.save(quiet=True)
         eval_mean = eval_std = None
+        regret = {}
         eval_episodes = 0 if interrupted else options.eval_episodes
         sequence = {}
         if self.continual is not None:
@@ -249,10 +243,19 @@ class LearnerRun:
             console.status(f'final evaluation: {eval_episodes} greedy episodes'
                            + (f' (epsilon {options.eval_epsilon})' if options.eval_epsilon
                               else ''))
-            eval_mean, eval_std, _ = evaluation.evaluate(
+            played = evaluation.run_episodes(
                 self.core, setup.action_space, options.env, eval_episodes,
                 seed=options.seed + 10_000, epsilon=options.eval_epsilon,
                 make_envs=self._make_eval_envs)
+            eval_mean, eval_std = float(played.returns.mean()), float(played.returns.std())
+            if played.regrets is not None:  # a bandit: regret, greedy and sampled
+                regret = evaluation.regret_summary(
+                    played.regrets, evaluation.run_episodes(
+                        self.core, setup.action_space, options.env, eval_episodes,
+                        seed=options.seed + 10_000, deterministic=False,
+                        make_envs=self._make_eval_envs).regrets)
+                console.status(f'regret per episode: greedy {regret["eval_regret_mean"]:.2f}, '
+                               f'sampled {regret["eval_regret_sampled_mean"]:.2f}')
             if self.periodic is not None:
                 self.periodic.record(self.core, self.total_env_steps(), eval_mean, eval_std)
         mean_return, _, _ = stats.recent(TARGET_WINDOW)
@@ -282,6 +285,7 @@ class LearnerRun:
             'interrupted': interrupted,
             'seed': options.seed,
             **best,
+            **regret,
             **sequence,
             'config': dataclasses.asdict(setup.config),
         }

@@ -14,6 +14,9 @@ from agents.returns import REWARD_CLIPPINGS
 from replay.dataset import split_batch
 
 
+ADVANTAGES = ('vtrace', 'gae')
+
+
 @dataclasses.dataclass(frozen=True)
 class CLEARConfig:
     # Data.
@@ -24,12 +27,20 @@ class CLEARConfig:
     replay: configs.ReplayConfig = sub_config(configs.ReplayConfig)
     # Returns.
     discounting: float = field(0.99, 'gamma')
+    advantage: str = field('vtrace', "'vtrace' (off-policy corrected) or 'gae' (the A3C "
+                           "meta-RL seed's generalised advantage estimation, no correction)")
+    gae_lambda: float = field(1.0, "GAE's lambda (--advantage=gae)")
+    vtrace_lambda: float = field(1.0, "V-trace's lambda: traces lambda * min(1, rho); 1 is "
+                                 "plain V-trace")
     reward_scaling: float = field(1.0, 'rewards are multiplied by this, then clipped (the seed)')
     reward_clipping: str = field(
         'abs_one', "clip the scaled reward: 'abs_one', 'soft_asymmetric' or 'none'")
     # Loss weights.
     baseline_cost: float = field(0.5, 'weight of 0.5 * (vs - V)^2')
     entropy_cost: float = field(0.01, 'weight of the entropy bonus')
+    entropy_cost_final: float = field(-1.0, 'anneal the entropy weight linearly to this over '
+                                      '--entropy_anneal_steps learner steps (< 0: no annealing)')
+    entropy_anneal_steps: int = field(0, 'learner steps of the entropy annealing')
     policy_cloning_cost: float = field(0.01, 'weight of KL(mu || pi) on replayed rows')
     value_cloning_cost: float = field(0.005, 'weight of (V - V_mu)^2 on replayed rows')
     clip_advantage: bool = field(False, 'keep only positive advantages in the policy gradient')
@@ -45,7 +56,14 @@ class CLEARConfig:
 
     def __post_init__(self):
         configs.require_positive(self, 'batch_size', 'unroll_length', 'min_replay_size')
-        configs.require_fraction(self, 'replay_fraction', 'discounting')
+        configs.require_fraction(self, 'replay_fraction', 'discounting', 'gae_lambda',
+                                 'vtrace_lambda')
+        configs.require_choice('advantage', self.advantage, ADVANTAGES)
+        require(self.entropy_anneal_steps >= 0,
+                f'entropy_anneal_steps must be >= 0, got {self.entropy_anneal_steps}')
+        require((self.entropy_cost_final >= 0) == (self.entropy_anneal_steps > 0),
+                'entropy annealing needs both --entropy_cost_final >= 0 and '
+                '--entropy_anneal_steps > 0')
         configs.require_choice('reward_clipping', self.reward_clipping, REWARD_CLIPPINGS)
         configs.require_choice('torso', self.torso, configs.TORSOS)
         configs.require_choice('prev_reward_input', self.prev_reward_input,

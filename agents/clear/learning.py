@@ -5,7 +5,9 @@ computes V-trace targets, and applies the weighted sum of the losses in
 `agents.clear.losses`. Losses are summed over time and batch as in the seed.
 Placeholder steps (the final observation of an episode, see
 `replay.trajectory`) contribute nothing: their V-trace target is their own
-value and every loss is masked there.
+value and every loss is masked there. `advantage='gae'` replaces V-trace by
+generalised advantage estimation (the A3C meta-RL seed); the entropy weight
+may be annealed linearly over learner steps (`entropy_cost`).
 
 Critic pre-training (the seed's `build_critic_learner`, `critic_pretrain_steps`):
 the first learner steps train only the baseline head, on the squared error to
@@ -73,6 +75,30 @@ class CLEARLearner(LearnerBase):
         discount_t = steps.discount[:-1] * config.discounting
         return tf.where(mask_t > 0, r_t, tf.stop_gradient(v_t)), discount_t * mask_t
 
+    def _targets(self, log_rhos: tf.Tensor, discount_t: tf.Tensor, r_t: tf.Tensor,
+                 v_t: tf.Tensor, bootstrap_value: tf.Tensor) -> vtrace.VTraceReturns:
+        """Value targets and policy-gradient advantages `[T, B]`: V-trace (with its
+        lambda), or GAE (`advantage='gae'`: lambda-returns, no off-policy correction)."""
+        config = self.config
+        if config.advantage == 'vtrace':
+            return vtrace.from_importance_weights(
+                log_rhos=log_rhos, discounts=discount_t, rewards=r_t, values=v_t,
+                bootstrap_value=bootstrap_value, lambda_=config.vtrace_lambda)
+        advantages = tf.stop_gradient(returns.generalized_advantages(
+            r_t, discount_t, v_t, bootstrap_value, config.gae_lambda))
+        return vtrace.VTraceReturns(vs=advantages + tf.stop_gradient(v_t),
+                                    pg_advantages=advantages)
+
+    def entropy_cost(self) -> tf.Tensor:
+        """The entropy weight at this learner step: `entropy_cost`, or annealed linearly
+        to `entropy_cost_final` over `entropy_anneal_steps` steps."""
+        config = self.config
+        if config.entropy_anneal_steps <= 0:
+            return tf.constant(config.entropy_cost, tf.float32)
+        fraction = tf.minimum(tf.cast(self.num_steps, tf.float32)
+                              / float(config.entropy_anneal_steps), 1.0)
+        return config.entropy_cost + (config.entropy_cost_final - config.entropy_cost) * fraction
+
     @tf.function(autograph=False)
     def _critic_step(self, batch: Batch) -> Dict[str, tf.Tensor]:
         """The baseline head on Monte-Carlo returns; nothing else moves."""
@@ -111,10 +137,9 @@ class CLEARLearner(LearnerBase):
 
             # At placeholder steps, r = V and discount = 0 make vs = V and A = 0.
             r_t, discount_t = self._transformed(steps, v_t, mask_t)
-            targets = vtrace.from_importance_weights(
-                log_rhos=log_pi_t - steps.behaviour_log_prob[:-1],
-                discounts=discount_t, rewards=r_t, values=v_t,
-                bootstrap_value=bootstrap_value)
+            targets = self._targets(log_pi_t - steps.behaviour_log_prob[:-1], discount_t, r_t,
+                                    v_t, bootstrap_value)
+            entropy_cost = self.entropy_cost()
 
             pg = tf.reduce_sum(mask_t * losses.policy_gradient_loss(
                 log_pi_t, targets.pg_advantages, config.clip_advantage))
@@ -126,7 +151,7 @@ class CLEARLearner(LearnerBase):
                 self._action_space, behaviour_params_t, params_t))
             value_cloning = tf.reduce_sum(cloning_mask_t * losses.value_cloning_loss(
                 v_t, steps.behaviour_baseline[:-1]))
-            total = (pg + config.baseline_cost * baseline + config.entropy_cost * entropy
+            total = (pg + config.baseline_cost * baseline + entropy_cost * entropy
                      + config.policy_cloning_cost * policy_cloning
                      + config.value_cloning_cost * value_cloning)
 
@@ -142,7 +167,7 @@ class CLEARLearner(LearnerBase):
             'loss/total_loss': total,
             'grad_norm': grad_norm,
             'learning_rate': tf.identity(self.learning_rate),
-            'entropy_cost': tf.constant(config.entropy_cost, tf.float32),
+            'entropy_cost': entropy_cost,
             'mean_rho': tf.reduce_sum(mask_t * tf.exp(log_pi_t - steps.behaviour_log_prob[:-1]))
                         / tf.maximum(tf.reduce_sum(mask_t), 1.0),
         }

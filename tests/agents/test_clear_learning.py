@@ -1,5 +1,7 @@
 """The CLEAR learner step on small hand-made batches."""
 
+import re
+
 import gymnasium as gym
 import numpy as np
 import pytest
@@ -186,6 +188,58 @@ def test_discounted_returns_match_a_numpy_loop():
     np.testing.assert_allclose(
         returns.discounted_returns(rewards, discounts, bootstrap).numpy(),
         _numpy_discounted_returns(rewards, discounts, bootstrap), rtol=1e-5)
+
+
+def _numpy_gae(rewards, discounts, values, bootstrap, lambda_):
+    """A_t = sum_k (prod_{i<k} d_{t+i} lambda) delta_{t+k}, summed term by term."""
+    T, B = rewards.shape
+    v_next = np.concatenate([values[1:], bootstrap[None]])
+    delta = rewards + discounts * v_next - values
+    out = np.zeros_like(rewards)
+    for b in range(B):
+        for t in range(T):
+            weight = 1.0
+            for k in range(t, T):
+                out[t, b] += weight * delta[k, b]
+                weight *= discounts[k, b] * lambda_
+    return out
+
+
+@pytest.mark.parametrize('lambda_', [0.0, 0.8, 1.0])
+def test_generalized_advantages_match_a_numpy_sum_across_episode_ends(lambda_):
+    from agents import returns
+    rng = np.random.default_rng(4)
+    rewards = rng.normal(size=(9, 4))
+    discounts = 0.9 * (rng.uniform(size=(9, 4)) > 0.25)  # terminations inside the unroll
+    values, bootstrap = rng.normal(size=(9, 4)), rng.normal(size=4)
+    got = returns.generalized_advantages(rewards, discounts, values, bootstrap, lambda_).numpy()
+    np.testing.assert_allclose(got, _numpy_gae(rewards, discounts, values, bootstrap, lambda_),
+                               rtol=1e-10, atol=1e-10)
+    if lambda_ == 1.0:  # A + V is the Monte-Carlo return
+        np.testing.assert_allclose(got + values, _numpy_discounted_returns(
+            rewards, discounts, bootstrap), rtol=1e-10)
+
+
+def test_gae_learner_learns_and_anneals_the_entropy_weight():
+    learner, core, space = make_learner(advantage='gae', gae_lambda=0.9, entropy_cost=0.05,
+                                        entropy_cost_final=0.01, entropy_anneal_steps=4)
+    batch = make_batch(core, space, num_replayed=2)
+    costs = [float(learner.step(batch)['entropy_cost']) for _ in range(6)]
+    # Linear over learner steps from 0.05 to 0.01, then held.
+    np.testing.assert_allclose(costs, [0.05, 0.04, 0.03, 0.02, 0.01, 0.01], atol=1e-6)
+    metrics = learner.step(batch)
+    assert all(np.isfinite(float(v)) for v in metrics.values())
+
+
+@pytest.mark.parametrize('overrides,message', [
+    (dict(advantage='td'), 'advantage must be one of'),
+    (dict(gae_lambda=1.5), 'gae_lambda must be in [0, 1]'),
+    (dict(entropy_anneal_steps=10), 'entropy annealing needs both'),
+    (dict(entropy_cost_final=0.0), 'entropy annealing needs both'),
+])
+def test_bad_advantage_and_annealing_settings(overrides, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        CLEARConfig(**overrides)
 
 
 def _policy_variables(core):

@@ -22,7 +22,7 @@ def _random_inputs(seed, T=7, B=3, dtype=np.float64):
 
 
 def _naive_vtrace(log_rhos, discounts, rewards, values, bootstrap_value,
-                  clip_rho_threshold, clip_pg_rho_threshold):
+                  clip_rho_threshold, clip_pg_rho_threshold, lambda_=1.0):
     """Paper formulas, term by term (Espeholt et al., 2018, eq. 1 and 4).
 
     v_s = V(x_s) + sum_{t=s}^{T-1} (prod_{i=s}^{t-1} discount_i c_i) delta_t V,
@@ -35,7 +35,7 @@ def _naive_vtrace(log_rhos, discounts, rewards, values, bootstrap_value,
         clip_rho_threshold, rho)
     clipped_pg_rho = rho if clip_pg_rho_threshold is None else np.minimum(
         clip_pg_rho_threshold, rho)
-    c = np.minimum(1.0, rho)
+    c = lambda_ * np.minimum(1.0, rho)
     values_ext = np.concatenate([values, bootstrap_value[None]], axis=0)
 
     vs = np.zeros((T, B))
@@ -195,3 +195,21 @@ def test_no_gradient_through_outputs():
     grads = tape.gradient(loss, variables)
     for name, grad in grads.items():
         assert grad is None or not np.any(grad.numpy()), name
+
+
+@pytest.mark.parametrize("lambda_", [0.0, 0.5, 0.9])
+def test_lambda_scales_the_traces(lambda_):
+    """Espeholt et al.'s lambda: c_i = lambda min(1, rho_i) in the naive sum; an
+    episode end (discount 0) inside the unroll still cuts every trace."""
+    inputs = _random_inputs(11)
+    inputs["discounts"][3] = 0.0
+    expected_vs, expected_pg = _naive_vtrace(**inputs, clip_rho_threshold=1.0,
+                                             clip_pg_rho_threshold=1.0, lambda_=lambda_)
+    out = vtrace.from_importance_weights(**inputs, lambda_=lambda_)
+    np.testing.assert_allclose(out.vs.numpy(), expected_vs, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(out.pg_advantages.numpy(), expected_pg, rtol=1e-10, atol=1e-10)
+    if lambda_ == 0.0:  # one-step targets
+        v_tp1 = np.concatenate([inputs["values"][1:], inputs["bootstrap_value"][None]])
+        rho = np.minimum(1.0, np.exp(inputs["log_rhos"]))
+        np.testing.assert_allclose(out.vs.numpy(), inputs["values"] + rho * (
+            inputs["rewards"] + inputs["discounts"] * v_tp1 - inputs["values"]), atol=1e-10)
