@@ -7,12 +7,14 @@ action from the policy with probability E instead of taking the greedy one. Of t
 library it needs `launch/policy.py` alone (TensorFlow, gymnasium, numpy), so it is also
 an example of serving the SavedModel elsewhere.
 Bad input (not a SavedModel, an environment whose spaces do not match the
-model's specs) ends with one `error:` line and exit status 1.
+model's specs) ends with one `error:` line and exit status 1. On a bandit
+(`Bandit-*-v0`, `launch/bandits.py`) it also prints the regret per episode.
 """
 
 import json
 import os
 import sys
+from typing import Optional, Tuple
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 # Runnable as a script from a checkout as well as installed.
@@ -22,10 +24,12 @@ import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
+from launch.bandits import IDS as BANDITS  # noqa: E402  (importing registers them)
 from launch.policy import Policy, PolicyError  # noqa: E402
 
 flags.DEFINE_string('saved_model', None, 'directory written by launch/export.py')
-flags.DEFINE_string('env', None, 'gymnasium id (default: the one recorded in the model)')
+flags.DEFINE_string('env', None, f'gymnasium id (default: the one recorded in the model); '
+                    f'the bandits {sorted(BANDITS)} report regret too')
 flags.DEFINE_integer('episodes', 10, 'episodes to run')
 flags.DEFINE_integer('seed', 0, 'seed of the first episode (episode i uses seed + i)')
 flags.DEFINE_bool('deterministic', True, 'greedy / mean actions (else sampled)')
@@ -43,12 +47,16 @@ EvaluationError = PolicyError
 
 def run_episodes(policy: Policy, env: gym.Env, episodes: int, seed: int,
                  deterministic: bool = True, reward_weights=None,
-                 epsilon: float = 0.0) -> np.ndarray:
+                 epsilon: float = 0.0) -> Tuple[np.ndarray, Optional[np.ndarray]]:
     """One environment, episodes one after another (episode i reset with `seed + i`),
-    batch size 1. Returns the returns; `epsilon`'s choices are seeded by `seed`."""
+    batch size 1. Returns the returns and, for a bandit, the regrets (else None);
+    `epsilon`'s choices are seeded by `seed`."""
     rng = np.random.default_rng(seed)
-    return np.asarray([policy.run_episode(env, seed + i, deterministic, epsilon, rng,
-                                          reward_weights) for i in range(episodes)])
+    played = [policy.play(env, seed + i, deterministic, epsilon, rng, reward_weights)
+              for i in range(episodes)]
+    regrets = [r for _, r in played]
+    return (np.asarray([g for g, _ in played]),
+            None if None in regrets else np.asarray(regrets))
 
 
 def main(argv):
@@ -76,7 +84,7 @@ def main(argv):
             raise EvaluationError(f'--reward_weights takes comma-separated floats, got '
                                   f'{",".join(FLAGS.reward_weights)!r}') from None
         try:
-            returns = run_episodes(policy, env, FLAGS.episodes, FLAGS.seed,
+            returns, regrets = run_episodes(policy, env, FLAGS.episodes, FLAGS.seed,
                                    FLAGS.deterministic, weights, FLAGS.eval_epsilon)
         except gym.error.DependencyNotInstalled as e:  # rendering needs pygame, etc.
             raise EvaluationError(f'--video_dir: {e}') from None
@@ -87,6 +95,8 @@ def main(argv):
     print(json.dumps({'env': env_id, 'episodes': FLAGS.episodes,
                       'eval_epsilon': FLAGS.eval_epsilon,
                       'return_mean': float(returns.mean()), 'return_std': float(returns.std()),
+                      **({} if regrets is None else {'regret_mean': float(regrets.mean()),
+                                                     'regret_std': float(regrets.std())}),
                       'returns': returns.tolist()}))
 
 

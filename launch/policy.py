@@ -93,12 +93,19 @@ class Policy:
         """Plays one episode of `env` (reset with `seed`) and returns its return (vector
         rewards weighted by `reward_weights`). With probability `epsilon` a step samples
         its action instead of taking the greedy one (ALF's epsilon-greedy, drawn from `rng`)."""
+        return self.play(env, seed, deterministic, epsilon, rng, reward_weights)[0]
+
+    def play(self, env: gym.Env, seed: Optional[int] = None, deterministic: bool = True,
+             epsilon: float = 0.0, rng: Optional[np.random.Generator] = None,
+             reward_weights: Optional[Sequence[float]] = None) -> Tuple[float, Optional[float]]:
+        """`run_episode`'s return, and the sum of `info['regret']` when the environment
+        reports it (the bandits of `launch/bandits.py`), else None."""
         self.check_env(env)
         rng = rng or np.random.default_rng(seed)
         observation, _ = env.reset(seed=seed)
         state = self.initial_state(1)
         prev_action, prev_reward = None, None
-        total, done = 0.0, False
+        total, regret, done = 0.0, None, False
         while not done:
             explore = bool(epsilon) and rng.random() < epsilon
             action, state = self.step(np.asarray(observation)[None], prev_action, prev_reward,
@@ -106,14 +113,16 @@ class Policy:
             repeats = state.get('prev_step_mul')
             reward = 0.0
             for _ in range(1 if repeats is None else int(repeats.numpy()[0])):
-                observation, one, terminated, truncated, _ = env.step(action[0])
+                observation, one, terminated, truncated, info = env.step(action[0])
                 reward += scalar_reward(one, reward_weights)
+                if 'regret' in info:
+                    regret = (regret or 0.0) + float(info['regret'])
                 done = terminated or truncated
                 if done:
                     break
             total += reward
             prev_action, prev_reward = action, np.array([reward], np.float32)
-        return total
+        return total, regret
 
 
 def scalar_reward(reward, weights: Optional[Sequence[float]]) -> float:
