@@ -35,7 +35,9 @@ What an agent declares:
    learns one (else None: the environment must have scalar rewards);
    `for_reward_size(config, k)`: the config for an environment whose rewards
    have k components (0: scalars), e.g. unset weights become the plain sum.
-8. `run_defaults`: run options (`launch.options.RunOptions` fields such as
+8. `demo_files(config)`: demonstration files the learner will read
+   (`replay.demos`), which the wiring checks against the environment first.
+9. `run_defaults`: run options (`launch.options.RunOptions` fields such as
    `num_envs`, `num_steps`) this agent defaults differently.
 
 What an agent may assume: batches arrive in `replay.dataset.Batch`'s
@@ -150,6 +152,9 @@ class Learner(Protocol):
     def set_progress(self, fraction: float) -> None:
         """`fraction` of the env-step budget is spent (learning-rate schedules)."""
 
+    # Optional: `pretrain() -> Optional[float]`, updates before any actor acts (behavioural
+    # cloning on demonstrations), called once the checkpoint, if any, is restored; it
+    # returns the last loss, or None when nothing was due.
     # Optional: `phase() -> str`, for a learner whose step changes with its progress
     # (CLEAR's critic pre-training). The wiring asks before each step and compiles
     # `step` once per phase, so the step may branch on it in Python.
@@ -189,6 +194,12 @@ class Agent(abc.ABC):
         """Weights of a vector reward the agent learns per component; None: scalar rewards."""
         del config
         return None
+
+    def demo_files(self, config: Any) -> Tuple[str, ...]:
+        """Demonstration files (`replay.demos`) the learner reads; the wiring checks each
+        against the environment's spaces before anything starts."""
+        del config
+        return ()
 
     def for_reward_size(self, config: Any, reward_size: int) -> Any:
         """`config` for an environment with `reward_size`-component rewards (0: scalar).

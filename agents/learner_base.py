@@ -70,6 +70,17 @@ class LearnerBase(tf.Module):
         c = self.config.optimizer
         self.learning_rate.assign(c.annealed(c.learning_rate, fraction))
 
+    def clip_and_apply(self, gradients: List[tf.Tensor], variables: List[tf.Variable],
+                       optimizer: Optional[snt.Optimizer] = None) -> tf.Tensor:
+        """Clips by global norm and applies `optimizer` (default the learner's), counting
+        nothing; returns the pre-clip global norm."""
+        grad_norm = tf.linalg.global_norm(gradients)
+        if self.config.optimizer.clip_grad_norm:
+            gradients, _ = tf.clip_by_global_norm(gradients, self.config.optimizer.clip_grad_norm,
+                                                  use_norm=grad_norm)
+        (optimizer or self.optimizer).apply(gradients, variables)
+        return grad_norm
+
     def _apply(self, gradients: List[tf.Tensor], variables: List[tf.Variable],
                replayed: tf.Tensor, unroll_length: tf.Tensor,
                optimizer: Optional[snt.Optimizer] = None) -> tf.Tensor:
@@ -78,11 +89,7 @@ class LearnerBase(tf.Module):
 
         replayed: `[B]` bool rows of the batch; returns the pre-clip global norm.
         """
-        grad_norm = tf.linalg.global_norm(gradients)
-        if self.config.optimizer.clip_grad_norm:
-            gradients, _ = tf.clip_by_global_norm(gradients, self.config.optimizer.clip_grad_norm,
-                                                  use_norm=grad_norm)
-        (optimizer or self.optimizer).apply(gradients, variables)
+        grad_norm = self.clip_and_apply(gradients, variables, optimizer)
         self.num_steps.assign_add(1)
         fresh_rows = tf.reduce_sum(1.0 - tf.cast(replayed, tf.float32))
         self.num_env_frames.assign_add(

@@ -1,13 +1,12 @@
 """The learner's side of a run, shared by the in-process run and the learner process.
 
-`LearnerRun` builds the learner, resumes it from the run's latest checkpoint,
-and learns. The loop only learns: it takes the next batch, runs the learner's
+`LearnerRun` builds the learner, resumes it from the run's latest checkpoint
+(else lets it pre-train, `setup.pretrain`), and learns. The loop only learns: it takes the next batch, runs the learner's
 step, and hands the result to its triggers, periodic actions declared once
 (`Every`): publish weights every `publish_period` steps, write TensorBoard
 summaries (and check for non-finite losses) every `summary_interval_s`,
-refresh the progress display (`launch/console.py`) twice a second, append a
-row to `progress.csv` every `log_interval_s`, checkpoint every
-`checkpoint_interval_s`. Evaluations run when their env-step schedule says
+refresh the progress display twice a second, append a row to `progress.csv`
+every `log_interval_s`, checkpoint every `checkpoint_interval_s`. Evaluations run when their env-step schedule says
 so: every task of a task sequence (`launch/continual.py`; the untrained
 policy when the run is built), or one environment every `eval_every_steps`
 with the best policy kept (`launch/periodic_evaluation.py`).
@@ -33,7 +32,7 @@ from launch import console, continual, data, evaluation, export, periodic_evalua
 from launch import metrics as metrics_lib
 from launch import triggers as triggers_lib
 from launch.actor import EpisodeStats
-from launch.setup import RunSetup, make_envs, make_learner
+from launch.setup import RunSetup, make_envs, make_learner, pretrain
 from launch.triggers import TARGET_WINDOW, Every, Progress
 from replay.connection import SERVER_ERRORS
 
@@ -63,6 +62,7 @@ class LearnerRun:
             console.status(f'Resumed from {self.manager.latest_checkpoint} at learner step '
                            f'{self.learner_steps}, env step '
                            f'{int(self.env_steps_counter.numpy())}')
+        pretrain(self.learner)  # what is left of it after a restore
         # Written only once the checkpoint (if any) matched: a refused resume changes nothing.
         os.makedirs(options.logdir, exist_ok=True)
         rundir.write_run_config(options.logdir, options.agent, options.env, setup.config,

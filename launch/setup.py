@@ -16,12 +16,13 @@ import reverb
 import tensorflow as tf
 
 from agents import contract, registry
-from launch import action_repeat, environments, shared_spaces, task_sequence
+from launch import action_repeat, console, environments, shared_spaces, task_sequence
 from launch.actor import Actor, EpisodeStats
 from launch.options import RunOptions
 from networks.cores import ActorCriticCore
 from networks.distributions import ActionSpace, UnsupportedSpaceError
 from networks.observations import observation_spec
+from replay import demos as demos_lib
 from replay import tables as tables_lib
 from replay import trajectory
 from replay.layout import ItemLayout
@@ -93,6 +94,11 @@ def make_setup(options: RunOptions, config: Any, envs: gym.vector.VectorEnv) -> 
         core = agent.build_core(obs_space, action_space, config)
     except UnsupportedSpaceError as e:
         raise environments.EnvironmentSetupError(f'{options.env}: {e}') from None
+    for path in agent.demo_files(config):  # one line now, not a traceback in the learner
+        try:
+            demos_lib.load_demos(path, obs_space, envs.single_action_space)
+        except demos_lib.DemoError as e:
+            raise environments.EnvironmentSetupError(str(e)) from None
     plan = agent.data_plan(config)
     step_spec = trajectory.step_spec(observation_spec(obs_space), action_space.action_specs(),
                                      action_space.param_specs(), environments.reward_size(envs))
@@ -111,6 +117,15 @@ def make_core(setup: RunSetup) -> ActorCriticCore:
 def make_learner(setup: RunSetup) -> contract.Learner:
     """The agent's learner (it owns a core of its own, `learner.core`)."""
     return setup.agent.build_learner(lambda: make_core(setup), setup.action_space, setup.config)
+
+
+def pretrain(learner: contract.Learner) -> None:
+    """The learner's optional pre-training before any actor acts (`Learner.pretrain`:
+    behavioural cloning on demonstrations); nothing once it is done."""
+    pretrain_step = getattr(learner, 'pretrain', None)
+    loss = pretrain_step() if pretrain_step is not None else None
+    if loss is not None:
+        console.status(f'pre-trained the policy on demonstrations (last loss {loss:.3f})')
 
 
 def make_server_tables(setup: RunSetup) -> List[reverb.Table]:

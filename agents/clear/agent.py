@@ -44,6 +44,10 @@ class CLEAR(contract.Agent):
                       config: CLEARConfig) -> CLEARLearner:
         return CLEARLearner(make_core(), action_space, config)
 
+    def demo_files(self, config: CLEARConfig) -> Tuple[str, ...]:
+        return config.signals.demo_files
+
     def metric_names(self, config: CLEARConfig, action_space: ActionSpace) -> Tuple[str, ...]:
         # Critic pre-training steps return only theirs (`CLEARLearner.phase`).
-        return (CRITIC_PRETRAIN_METRICS if config.critic_pretrain_steps else ()) + METRICS
+        return ((CRITIC_PRETRAIN_METRICS if config.critic_pretrain_steps else ()) + METRICS
+                + config.signals.metric_names())

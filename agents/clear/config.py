@@ -11,6 +11,7 @@ from typing import Tuple
 from agents import configs
 from agents.configs import field, require, sub_config
 from agents.returns import REWARD_CLIPPINGS
+from agents.reward_signals import SignalsConfig
 from replay.dataset import split_batch
 
 
@@ -46,6 +47,8 @@ class CLEARConfig:
     clip_advantage: bool = field(False, 'keep only positive advantages in the policy gradient')
     critic_pretrain_steps: int = field(
         0, 'first learner steps train only the baseline, on Monte-Carlo returns (the seed)')
+    # Reward signals (curiosity, GAIL) and behavioural cloning (`agents.reward_signals`).
+    signals: SignalsConfig = sub_config(SignalsConfig)
     # Optimiser (Adam or RMSProp, `--optimizer`).
     optimizer: configs.OptimizerConfig = sub_config(configs.OptimizerConfig)
     # Network.

@@ -16,13 +16,23 @@ baseline at each sequence's end); every variable the policy's output depends
 on stays as it is. The phase follows `num_steps`, which the checkpoint holds,
 so a resumed run continues in the right one; `phase()` tells the wiring, which
 compiles one step per phase (`launch.data.make_learn`).
+
+Reward signals (`agents.reward_signals`): curiosity and GAIL rewards are extra
+components, each with its own value output (`signal_values`, a linear head on
+the core's features, owned by the learner and not exported) and discount;
+V-trace (or GAE) runs per component with the same importance weights, the
+policy gradient follows the sum of the components' advantages, and value
+cloning keeps to the extrinsic component (the only one actors record).
+Behavioural cloning adds the demonstrations' negative log-likelihood, and
+`pretrain()` trains the policy on demonstrations alone before any actor acts.
 """
 
-from typing import Dict
+from typing import Any, Dict
 
+import sonnet as snt
 import tensorflow as tf
 
-from agents import returns, vtrace
+from agents import returns, reward_signals, vtrace
 from agents.clear import losses
 from agents.clear.config import CLEARConfig
 from agents.learner_base import LearnerBase
@@ -50,6 +60,18 @@ class CLEARLearner(LearnerBase):
         self._pretraining = config.critic_pretrain_steps > 0
         if self._pretraining:  # its own slots: it updates the baseline head alone
             self.critic_optimizer = self.make_optimizer(self.learning_rate)
+        signals = config.signals
+        self.signals = None
+        if signals.intrinsic or signals.uses_bc:
+            self.signals = reward_signals.RewardSignals(
+                signals, core.observation_space, action_space)
+            observation, action = reward_signals.zeros_like_specs(core.observation_space,
+                                                                  action_space)
+            self.signals.create_variables(observation, action)
+        self._gammas = tf.constant(signals.gammas, tf.float32)
+        if signals.intrinsic:  # one value per intrinsic component, on the core's features
+            self.signal_values = snt.Linear(len(signals.intrinsic), name='signal_values')
+            self.signal_values(tf.zeros([1, core.features_size]))
 
     def phase(self) -> str:
         """'critic_pretrain' for the first `critic_pretrain_steps` steps, then 'learn'."""
@@ -71,7 +93,7 @@ class CLEARLearner(LearnerBase):
         gamma; at placeholder steps r = V and discount 0 (their target is their value)."""
         config = self.config
         r_t = returns.transform_rewards(steps.reward[:-1], config.reward_scaling,
-                                        config.reward_clipping)
+                                        config.reward_clipping) * config.signals.extrinsic_strength
         discount_t = steps.discount[:-1] * config.discounting
         return tf.where(mask_t > 0, r_t, tf.stop_gradient(v_t)), discount_t * mask_t
 
@@ -127,6 +149,10 @@ class CLEARLearner(LearnerBase):
         replayed = tf.cast(batch.replayed, tf.float32)[None, :]  # [1, B]
         action_t = tf.nest.map_structure(lambda x: x[:-1], steps.action)
         behaviour_params_t = tf.nest.map_structure(lambda x: x[:-1], steps.behaviour_params)
+        signal_metrics = {}
+        if config.signals.intrinsic:  # the models as they are, then one update of each
+            signal_r_t, signal_metrics = self.signals.rewards_and_train(
+                steps.observation, steps.action, mask_t)
 
         with tf.GradientTape() as tape:
             outputs, _ = self.core.unroll(inputs, batch.sequence.core_state)
@@ -137,13 +163,19 @@ class CLEARLearner(LearnerBase):
 
             # At placeholder steps, r = V and discount = 0 make vs = V and A = 0.
             r_t, discount_t = self._transformed(steps, v_t, mask_t)
-            targets = self._targets(log_pi_t - steps.behaviour_log_prob[:-1], discount_t, r_t,
-                                    v_t, bootstrap_value)
+            log_rhos = log_pi_t - steps.behaviour_log_prob[:-1]
+            targets = self._targets(log_rhos, discount_t, r_t, v_t, bootstrap_value)
             entropy_cost = self.entropy_cost()
+            pg_advantages = targets.pg_advantages
+            baseline = tf.reduce_sum(mask_t * losses.baseline_loss(targets.vs, v_t))
+            if config.signals.intrinsic:
+                signal_advantages, signal_baseline = self._signal_targets(
+                    steps, outputs.features, mask_t, log_rhos, signal_r_t)
+                pg_advantages += signal_advantages
+                baseline += signal_baseline
 
             pg = tf.reduce_sum(mask_t * losses.policy_gradient_loss(
-                log_pi_t, targets.pg_advantages, config.clip_advantage))
-            baseline = tf.reduce_sum(mask_t * losses.baseline_loss(targets.vs, v_t))
+                log_pi_t, pg_advantages, config.clip_advantage))
             entropy = tf.reduce_sum(mask_t * losses.entropy_loss(
                 self._action_space.entropy(params_t)))
             cloning_mask_t = mask_t * replayed
@@ -154,8 +186,16 @@ class CLEARLearner(LearnerBase):
             total = (pg + config.baseline_cost * baseline + entropy_cost * entropy
                      + config.policy_cloning_cost * policy_cloning
                      + config.value_cloning_cost * value_cloning)
+            if config.signals.bc_strength:
+                bc_strength = reward_signals.linear_decay(
+                    config.signals.bc_strength, config.signals.bc_steps, self.num_steps)
+                bc = self._bc_loss()
+                total += bc_strength * bc
+                signal_metrics.update({'bc/loss': bc, 'bc/strength': bc_strength})
 
         variables = self.core.trainable_variables
+        if config.signals.intrinsic:
+            variables += self.signal_values.trainable_variables
         grad_norm = self._apply(tape.gradient(total, variables), variables, batch.replayed,
                                 tf.shape(mask_t)[0])
         return {
@@ -170,4 +210,46 @@ class CLEARLearner(LearnerBase):
             'entropy_cost': entropy_cost,
             'mean_rho': tf.reduce_sum(mask_t * tf.exp(log_pi_t - steps.behaviour_log_prob[:-1]))
                         / tf.maximum(tf.reduce_sum(mask_t), 1.0),
+            **signal_metrics,
         }
+
+    def _signal_targets(self, steps, features: tf.Tensor, mask_t: tf.Tensor,
+                        log_rhos: tf.Tensor, signal_r_t: tf.Tensor):
+        """(summed policy-gradient advantages `[T, B]`, summed baseline loss `[]`) of the
+        intrinsic components: `signal_r_t` `[T, B, n]`, each discounted by its own gamma
+        and valued by its `signal_values` output over `features` `[T + 1, B, H]`."""
+        values = self.signal_values(features)  # [T + 1, B, n]
+        v_t, bootstrap_value = values[:-1], values[-1]
+        mask = mask_t[..., None]
+        r_t = tf.where(mask > 0, signal_r_t, tf.stop_gradient(v_t))  # as _transformed
+        discount_t = steps.discount[:-1][..., None] * self._gammas * mask
+        vs, advantages = reward_signals.component_targets(
+            self._targets, log_rhos, discount_t, r_t, v_t, bootstrap_value)
+        baseline = tf.reduce_sum(mask * losses.baseline_loss(vs, v_t))
+        advantages = tf.reduce_sum(advantages, -1)
+        return advantages, baseline
+
+    def _bc_loss(self) -> tf.Tensor:
+        """Behavioural cloning on `batch_size` demonstration windows of `unroll_length`."""
+        demo = self.signals.bc_demos.sample_sequences(self.config.unroll_length,
+                                                      self.config.batch_size)
+        inputs = CoreInputs(demo['observation'], demo['prev_action'], demo['prev_reward'],
+                            demo['first'])
+        outputs, _ = self.core.unroll(inputs, self.core.initial_state(self.config.batch_size))
+        return reward_signals.bc_loss(reward_signals.cloning_losses(
+            self._action_space, outputs.policy_params, demo['action']))
+
+    @tf.function(autograph=False)
+    def _bc_pretrain_step(self) -> tf.Tensor:
+        variables = self.core.trainable_variables
+        with tf.GradientTape() as tape:
+            loss = self._bc_loss()
+        self.clip_and_apply(tape.gradient(loss, variables), variables)
+        return loss
+
+    def pretrain(self) -> Any:
+        """`bc_pretrain_steps` policy updates on the demonstrations alone (the rest of
+        them, after a restore); returns the last BC loss, or None if none was due."""
+        if self.signals is None:
+            return None
+        return self.signals.pretrain(self._bc_pretrain_step, self.config.signals.bc_pretrain_steps)

@@ -71,7 +71,10 @@ class SAC(contract.Agent):
         return SACLearner(make_core(), action_space, config)
 
     def metric_names(self, config: SACConfig, action_space: ActionSpace) -> Tuple[str, ...]:
-        return metric_names(config, action_space)
+        return metric_names(config, action_space) + config.signals.metric_names()
+
+    def demo_files(self, config: SACConfig) -> Tuple[str, ...]:
+        return config.signals.demo_files
 
     def reward_weights(self, config: SACConfig) -> Optional[Tuple[float, ...]]:
         return config.reward_weights

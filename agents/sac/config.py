@@ -18,6 +18,7 @@ from typing import Any, Optional, Tuple
 
 from agents import configs
 from agents.configs import field, require, sub_config
+from agents.reward_signals import SignalsConfig
 from replay.dataset import split_batch
 
 
@@ -62,6 +63,8 @@ class SACConfig:
         0.005, 'target <- tau * online + (1 - tau) * target (CartPole learns with 0.05)')
     target_update_period: int = field(1, 'learner steps between target updates')
     # Actor.
+    # Reward signals (curiosity, GAIL) and behavioural cloning (`agents.reward_signals`).
+    signals: SignalsConfig = sub_config(SignalsConfig)
     discrete_policy: str = field(
         'actor', "'actor' (a learned categorical actor, ML-Agents) or 'critic' (softmax(Q / alpha) "
         "of the critics, no actor network, ALF; purely discrete actions, feed-forward)")
@@ -131,6 +134,10 @@ class SACConfig:
             (self.discrete_policy == 'actor' or self.reward_weights is None,
              "discrete_policy='critic' learns scalar rewards only (reward_weights unset), got "
              f"{self.reward_weights}"),
+            (self.discrete_policy == 'actor' or not (self.signals.intrinsic
+                                                     or self.signals.uses_bc),
+             "discrete_policy='critic' has no actor to clone into and learns scalar rewards "
+             "only: reward signals and behavioural cloning need discrete_policy='actor'"),
             (self.replay.replay_size >= self.min_replay_size,
              f'replay_size ({self.replay.replay_size}) must hold learning_starts '
              f'({self.learning_starts} transitions)'),

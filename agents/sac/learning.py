@@ -49,6 +49,16 @@ replicas component by component, in the direction of the component's weight
 bonus enters every component's target, so with weights that sum to 1 the
 weighted critic is the soft Q of the weighted reward.
 
+Reward signals (`agents.reward_signals`): each intrinsic signal (curiosity,
+GAIL) is one more reward component after the environment's, with its own
+discount (the n-step targets take a gamma per component) and weight 1 (its
+strength is in its reward); the environment's components are weighted by
+their `reward_weights` (1 for a scalar reward) times `extrinsic_strength`.
+The signals' rewards are computed for the batch's steps by the models as they
+are, which then take one update each. Behavioural cloning adds the
+demonstrations' negative log-likelihood to the actor loss; `pretrain()` trains
+the actor on demonstrations alone before any actor acts.
+
 Recurrent SAC (`lstm_size > 0`, for partially observed tasks): the actor's
 LSTM output ("memory") is also an input of the critics, so the critics see
 the history the actor remembers. The actor loss treats it as a constant input
@@ -60,11 +70,11 @@ steps (docs/benchmarks.md). Feed-forward SAC (the default) stores length-`n + 1`
 sequences, one starting at every step.
 """
 
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
-from agents import returns
+from agents import returns, reward_signals
 from agents.learner_base import LearnerBase
 from agents.sac import losses
 from agents.sac.config import SACConfig, resolve_target_entropy
@@ -150,9 +160,24 @@ class SACLearner(LearnerBase):
                                                     name='entropy_mean_updates')
 
         self._num_outputs = sum(self._branch_sizes) if self._discrete else 1
-        self._reward_weights = (tf.constant(config.reward_weights, tf.float32)
-                                if config.reward_weights else None)
-        self._reward_size = len(config.reward_weights) if config.reward_weights else 1
+        signals = config.signals
+        self._env_vector = config.reward_weights is not None  # the env's rewards are vectors
+        weights = None
+        if config.reward_weights or signals.intrinsic:
+            env_weights = tuple(config.reward_weights or (1.0,))
+            weights = (tuple(w * signals.extrinsic_strength for w in env_weights)
+                       + (1.0,) * len(signals.intrinsic))
+        self._reward_weights = None if weights is None else tf.constant(weights, tf.float32)
+        self._reward_size = len(weights) if weights else 1
+        self._gammas = tf.constant(
+            [config.discounting] * (self._reward_size - len(signals.intrinsic))
+            + list(signals.gammas), tf.float32)
+        self.signals = None
+        if signals.intrinsic or signals.uses_bc:
+            self.signals = reward_signals.RewardSignals(signals, core.observation_space,
+                                                        action_space)
+            self.signals.create_variables(*reward_signals.zeros_like_specs(
+                core.observation_space, action_space))
         num_outputs = self._num_outputs * self._reward_size
         observation_space = core.observation_space
 
@@ -317,9 +342,9 @@ class SACLearner(LearnerBase):
                 tuple(tf.stop_gradient(p[1:]) for p in params), tf.stop_gradient(memory[1:]))
 
     def critic_targets(self, steps, alphas: List[tf.Tensor], next_params=None,
-                       next_memory=None) -> tf.Tensor:
-        """TD targets `[T, B]` (`[T, B, k]` with `reward_weights`) of the `T` learned
-        transitions of `[T + n, B]` steps.
+                       next_memory=None, signal_rewards=None) -> tf.Tensor:
+        """TD targets `[T, B]` (`[T, B, k]` with `reward_weights` or reward signals) of
+        the `T` learned transitions of `[T + n, B]` steps.
 
         The bootstrap value at s' is the target critics' pessimistic value over
         replicas (`_replica_min`) at the policy's action at s' (exact expectation
@@ -330,7 +355,9 @@ class SACLearner(LearnerBase):
         `normalize_entropy_reward` centres each group's entropy first (ALF's
         adaptive normalizer, updated here). `next_params` / `next_memory`
         (`[T + n - 1, B, ...]`) are the actor's outputs at steps 1.. (computed here
-        for a feed-forward actor).
+        for a feed-forward actor). `signal_rewards` `[T + n - 1, B, m]`: the intrinsic
+        signals' rewards of steps 0..T + n - 2, components after the environment's,
+        each discounted by its own gamma.
         """
         config = self.config
         T, n = config.unroll_length, config.n_step
@@ -355,19 +382,51 @@ class SACLearner(LearnerBase):
             # [T + n - 1, B, 1]: row j is the entropy reward of step j + 1's observation.
             entropy_rewards = tf.reshape(self._entropy_reward(entropies, alphas),
                                          [T + n - 1, -1, 1])
-        reward = steps.reward if self._reward_weights is not None else steps.reward[..., None]
+        reward = steps.reward if self._env_vector else steps.reward[..., None]
+        reward = reward * config.reward_scaling
+        if signal_rewards is not None:  # [T + n - 1, B, m] for steps 0..T + n - 2
+            signal_rewards = tf.pad(signal_rewards, [[0, 1], [0, 0], [0, 0]])
+            reward = tf.concat([reward, signal_rewards], -1)
 
         # The n-step window of each learned transition t, side by side on the batch
         # axis; a trailing axis of 1 lets discounts and episode starts broadcast over
         # reward components.
         def windows(x, length):
             return tf.concat([x[t:t + length] for t in range(T)], axis=1)
+        gamma = self._gammas if self._reward_weights is not None else config.discounting
         targets = returns.n_step_targets(
-            windows(reward * config.reward_scaling, n), windows(steps.discount[..., None], n),
-            windows(steps.first[..., None], n + 1), windows(values, n), config.discounting,
+            windows(reward, n), windows(steps.discount[..., None], n),
+            windows(steps.first[..., None], n + 1), windows(values, n), gamma,
             None if entropy_rewards is None else windows(entropy_rewards, n))
         targets = tf.reshape(targets, [T, -1, self._reward_size])
         return targets if self._reward_weights is not None else targets[..., 0]
+
+    def _bc_loss(self) -> tf.Tensor:
+        """Behavioural cloning: -log pi(a | s) of demonstrated steps (one per batch row;
+        windows of `unroll_length` for a recurrent actor)."""
+        length = self.config.unroll_length if self.core.recurrent else 1
+        demo = self.signals.bc_demos.sample_sequences(length, self.config.sequences_per_batch)
+        inputs = CoreInputs(demo['observation'], demo['prev_action'], demo['prev_reward'],
+                            demo['first'])
+        outputs, _ = self.core.unroll(inputs, self.core.initial_state(
+            self.config.sequences_per_batch))
+        return reward_signals.bc_loss(reward_signals.cloning_losses(
+            self._actions, outputs.policy_params, demo['action']))
+
+    @tf.function(autograph=False)
+    def _bc_pretrain_step(self) -> tf.Tensor:
+        variables = self.core.trainable_variables
+        with tf.GradientTape() as tape:
+            loss = self._bc_loss()
+        self.clip_and_apply(tape.gradient(loss, variables), variables, self.actor_optimizer)
+        return loss
+
+    def pretrain(self) -> Any:
+        """`bc_pretrain_steps` actor updates on the demonstrations alone (the rest of
+        them, after a restore); the last BC loss, or None if none was due."""
+        if self.signals is None:
+            return None
+        return self.signals.pretrain(self._bc_pretrain_step, self.config.signals.bc_pretrain_steps)
 
     @tf.function(autograph=False)
     def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
@@ -392,6 +451,10 @@ class SACLearner(LearnerBase):
         alphas = tf.exp(self.log_alpha)
         alpha_list = tf.unstack(alphas, num=self.log_alpha.shape[0])
         inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first)
+        signal_rewards, signal_metrics = None, {}
+        if config.signals.intrinsic:  # steps 0..T + n - 2, real where the next is no `first`
+            signal_rewards, signal_metrics = self.signals.rewards_and_train(
+                steps.observation, steps.action, trajectory.valid_mask(steps.first))
         # The critics see what the actor's torso sees.
         critic_observation = self.core.normalize_observation(learned.observation)
 
@@ -436,10 +499,17 @@ class SACLearner(LearnerBase):
                 # One backward pass for both: the actor loss sees alpha as a constant and
                 # the temperature loss sees the entropy as one.
                 actor_and_alpha_loss = actor_loss + alpha_loss
+                if config.signals.bc_strength:
+                    bc_strength = reward_signals.linear_decay(
+                        config.signals.bc_strength, config.signals.bc_steps, self.num_steps)
+                    bc = self._bc_loss()
+                    actor_and_alpha_loss += bc_strength * bc
+                    signal_metrics.update({'bc/loss': bc, 'bc/strength': bc_strength})
 
             with critic_tape.stop_recording():  # constants for the critic loss
                 targets = tf.reshape(
-                    self.critic_targets(steps, alpha_list, next_params, next_memory),
+                    self.critic_targets(steps, alpha_list, next_params, next_memory,
+                                        signal_rewards),
                     [-1, self._reward_size])  # [T * B, k]
             q = self.critics(critic_observation, self._continuous_part(learned.action),
                              memory_live if learn_memory else memory)
@@ -499,4 +569,5 @@ class SACLearner(LearnerBase):
         for g, name in enumerate(temperature_groups(self._actions)):
             metrics[f'policy/alpha_{name}'] = alpha_list[g]
             metrics[f'policy/entropy_{name}'] = losses.masked_mean(entropies[g], mask)
+        metrics.update(signal_metrics)
         return metrics

@@ -5,12 +5,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from agents import reward_signals
+from agents.reward_signals import SignalsConfig
 from agents.sac.config import SACConfig
 from agents.sac.learning import SACLearner
 from networks.cores import ActorCriticCore, CoreInputs
 from networks.distributions import ActionSpace
 from networks.observations import observation_spec
-from replay import trajectory
+from replay import demos, trajectory
 from replay.dataset import Batch
 
 B = 6
@@ -666,3 +668,42 @@ def test_critic_policy_is_refused_where_alf_has_no_such_policy():
         with pytest.raises(UnsupportedSpaceError, match='discrete_policy'):
             registry.get('sac').build_core(OBS_SPACE, ActionSpace(SPACES[name], squash=True),
                                            config)
+
+
+def test_reward_signals_are_components_with_their_own_discount(tmp_path):
+    """Curiosity is a second component: its target discounts by curiosity_gamma (0.5)
+    where the environment's uses gamma (0.9), and the actor weighs it by 1."""
+    path = str(tmp_path / 'demos.npz')
+    rng = np.random.default_rng(0)
+    terminated = np.zeros(40, bool)
+    terminated[-1] = True
+    demos.write_demos(path, rng.uniform(-1, 1, (40, 3)).astype(np.float32),
+                      rng.uniform(-2, 2, (40, 2)).astype(np.float32), np.zeros(40, np.float32),
+                      terminated, np.zeros(40, bool), OBS_SPACE, SPACES['continuous'], 'hand')
+    learner, space = make_learner(SPACES['continuous'], discounting=0.9,
+                                  signals=SignalsConfig(curiosity_strength=2.0, curiosity_gamma=0.5,
+                                                        extrinsic_strength=0.5, bc_demos=path,
+                                                        bc_strength=1.0))
+    np.testing.assert_allclose(learner._reward_weights.numpy(), [0.5, 1.0])
+    steps = make_batch(space, seed=6).sequence.steps
+    steps.discount[0, 0] = 0.0
+    signal_rewards = rng.uniform(0, 1, (1, B, 1)).astype(np.float32)  # steps 0..T + n - 2
+    tf.random.set_seed(11)
+    got = learner.critic_targets(steps, [tf.constant(0.4)], signal_rewards=signal_rewards)
+    got = got.numpy()[0]  # [B, 2]
+
+    tf.random.set_seed(11)
+    out, _ = learner.core.unroll(CoreInputs(
+        steps.observation[1:], tuple(a[1:] for a in steps.prev_action),
+        steps.prev_reward[1:], steps.first[1:]), ())
+    action, log_prob, _ = learner._policy((out.policy_params[0][0],))
+    q = learner.target_critics(steps.observation[1], action).numpy()  # [R, B, 2]
+    value = q.min(0) - 0.4 * log_prob.numpy()[:, None]  # the entropy bonus in each component
+    rewards = np.stack([steps.reward[0], signal_rewards[0, :, 0]], -1)
+    expected = rewards + np.array([0.9, 0.5]) * steps.discount[0][:, None] * value
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
+
+    metrics = learner.step(make_batch(space))
+    for name in reward_signals.CURIOSITY_METRICS + reward_signals.BC_METRICS:
+        assert np.isfinite(float(metrics[name].numpy())), name
+    assert learner.pretrain() is None  # no pre-training asked for
