@@ -85,6 +85,10 @@ class SignalsConfig:
     bc_pretrain_steps: int = field(0, 'policy pre-training steps on the demonstrations alone, '
                                    'before any actor acts')
     signal_hidden_size: int = field(128, 'hidden units of the ICM and GAIL networks')
+    intrinsic_episodic: bool = field(
+        False, "an episode's termination ends the intrinsic signals' returns too (ML-Agents); "
+        "off: they bootstrap across it as across a time limit (RND's non-episodic returns), "
+        "so ending an episode costs no future curiosity or GAIL reward")
 
     def __post_init__(self):
         for name in ('extrinsic_strength', 'curiosity_strength', 'gail_strength',
@@ -226,6 +230,15 @@ def component_targets(targets: Callable[..., Any], log_rhos: tf.Tensor, discount
     out = targets(tf.repeat(log_rhos, k, axis=1), flat(discounts), flat(rewards), flat(values),
                   tf.reshape(bootstrap_value, [-1]))
     return tf.reshape(out.vs, shape), tf.reshape(out.pg_advantages, shape)
+
+
+def component_discounts(discount: tf.Tensor, gammas: tf.Tensor, episodic: bool) -> tf.Tensor:
+    """The intrinsic components' discounts `[..., n]`: each gamma (`[n]`) times the
+    episode's `discount` `[...]` (0 at a termination) if `episodic`, else times 1, so a
+    termination bootstraps like a time limit (non-episodic returns, as RND's)."""
+    if not episodic:
+        discount = tf.ones_like(discount)
+    return discount[..., None] * gammas
 
 
 def linear_decay(strength: float, steps: int, step: tf.Tensor) -> tf.Tensor:

@@ -1,19 +1,19 @@
 """The learner's side of a run, shared by the in-process run and the learner process.
 
-`LearnerRun` builds the learner, resumes it from the run's latest checkpoint
-(else lets it pre-train, `setup.pretrain`), and learns. The loop only learns: it takes the next batch, runs the learner's
-step, and hands the result to its triggers, periodic actions declared once
-(`Every`): publish weights every `publish_period` steps, write TensorBoard
-summaries (and check for non-finite losses) every `summary_interval_s`,
-refresh the progress display twice a second, append a row to `progress.csv`
-every `log_interval_s`, checkpoint every `checkpoint_interval_s`. Evaluations run when their env-step schedule says
-so: every task of a task sequence (`launch/continual.py`; the untrained
-policy when the run is built), or one environment every `eval_every_steps`
-with the best policy kept (`launch/periodic_evaluation.py`).
-It stops at the first of: the env-step budget, the target return, the
-caller's `should_stop`. `finish` checkpoints, evaluates (not after an
-interrupt), exports and writes `summary.json`. TensorBoard: the agent's
-scalars and what `launch.metrics` adds (batch action histograms, the
+`LearnerRun` builds the learner, resumes it from the run's latest checkpoint (or
+lets it pre-train, `setup.pretrain`), and learns. The loop only learns: it takes
+the next batch, runs the learner's step, and hands the result to its triggers,
+periodic actions declared once (`Every`): publish weights every `publish_period`
+steps, write TensorBoard summaries (and check for non-finite losses) every
+`summary_interval_s`, refresh the progress display twice a second, append a row
+to `progress.csv` every `log_interval_s`, checkpoint every `checkpoint_interval_s`.
+Evaluations run on their env-step schedule: every task of a sequence
+(`launch/continual.py`; the untrained policy too), or one environment every
+`eval_every_steps`, the best policy kept, a pre-trained one evaluated first
+(`launch/periodic_evaluation.py`). It stops at the first of: the env-step budget,
+the target return, the caller's `should_stop`. `finish` checkpoints, evaluates
+(not after an interrupt), exports and writes `summary.json`. TensorBoard: the
+agent's scalars and what `launch.metrics` adds (batch action histograms, the
 variables' global norm, the environments' numeric `info`).
 """
 
@@ -53,16 +53,14 @@ class LearnerRun:
         rundir.check_same_run(options.logdir, options.agent, options.env)
         self.learner = make_learner(setup)
         self.core = self.learner.core
-        self.env_steps_counter = tf.Variable(0, dtype=tf.int64, trainable=False,
-                                             name='env_steps')
+        self.env_steps_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name='env_steps')
         checkpoint = tf.train.Checkpoint(learner=self.learner, env_steps=self.env_steps_counter)
         self.manager = rundir.checkpoint_manager(checkpoint, options.logdir)
         if self.manager.latest_checkpoint:
             rundir.restore(checkpoint, self.manager.latest_checkpoint)
             console.status(f'Resumed from {self.manager.latest_checkpoint} at learner step '
-                           f'{self.learner_steps}, env step '
-                           f'{int(self.env_steps_counter.numpy())}')
-        pretrain(self.learner)  # what is left of it after a restore
+                           f'{self.learner_steps}, env step {int(self.env_steps_counter.numpy())}')
+        pretrained = pretrain(self.learner)  # what is left of it after a restore
         # Written only once the checkpoint (if any) matched: a refused resume changes nothing.
         os.makedirs(options.logdir, exist_ok=True)
         rundir.write_run_config(options.logdir, options.agent, options.env, setup.config,
@@ -84,6 +82,8 @@ class LearnerRun:
         self.periodic = (periodic_evaluation.PeriodicEvaluation(
             options, setup.action_space, setup.observation_space, self._make_eval_envs)
             if not options.is_sequence and options.eval_every_steps else None)
+        if pretrained and self.periodic is not None:  # before any actor
+            self.periodic.evaluate_at(self.core, self.start_env_steps)
         self.progress_csv = metrics_lib.ProgressCSV(options.logdir)
 
     def _make_eval_envs(self, num_envs: int, seed: int):

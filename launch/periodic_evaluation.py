@@ -78,11 +78,16 @@ class PeriodicEvaluation:
     def evaluate_due(self, core: ActorCriticCore, env_steps: int) -> None:
         point = self.schedule.due(env_steps)
         if point is not None and point < self.options.num_steps:  # the end: `record`
-            mean, std, _ = evaluation.evaluate(
-                core, self._action_space, self.options.env, self.options.eval_episodes,
-                seed=self.options.seed + SEED_OFFSET, epsilon=self.options.eval_epsilon,
-                make_envs=self._make_envs)
-            self.record(core, point, mean, std)
+            self.evaluate_at(core, point)
+
+    def evaluate_at(self, core: ActorCriticCore, point: int) -> None:
+        """Evaluates `core` now and records it at env step `point` (e.g. 0: a policy
+        pre-trained on demonstrations, before any actor)."""
+        mean, std, _ = evaluation.evaluate(
+            core, self._action_space, self.options.env, self.options.eval_episodes,
+            seed=self.options.seed + SEED_OFFSET, epsilon=self.options.eval_epsilon,
+            make_envs=self._make_envs)
+        self.record(core, point, mean, std)
 
     def record(self, core: ActorCriticCore, point: int, mean: float, std: float) -> None:
         """Logs an evaluation at env step `point`; exports the policy if it is the best."""

@@ -119,13 +119,14 @@ def make_learner(setup: RunSetup) -> contract.Learner:
     return setup.agent.build_learner(lambda: make_core(setup), setup.action_space, setup.config)
 
 
-def pretrain(learner: contract.Learner) -> None:
+def pretrain(learner: contract.Learner) -> bool:
     """The learner's optional pre-training before any actor acts (`Learner.pretrain`:
-    behavioural cloning on demonstrations); nothing once it is done."""
+    behavioural cloning on demonstrations); nothing once it is done. True if it ran."""
     pretrain_step = getattr(learner, 'pretrain', None)
     loss = pretrain_step() if pretrain_step is not None else None
     if loss is not None:
         console.status(f'pre-trained the policy on demonstrations (last loss {loss:.3f})')
+    return loss is not None
 
 
 def make_server_tables(setup: RunSetup) -> List[reverb.Table]:

@@ -178,3 +178,34 @@ def compare_exported():
         return expected, run_standalone(saved_model, env_id, EXPORT_SEEDS, tmp_path)['returns']
 
     return compare
+
+
+def rule_action(observation: np.ndarray) -> int:
+    """A hand-written CartPole controller: push towards the side the pole falls to."""
+    return int(observation[2] + 0.5 * observation[3] > 0)
+
+
+@pytest.fixture(scope='session')
+def cartpole_rule_demos(tmp_path_factory) -> str:
+    """A demonstrations file (`replay/demos.py`) of 5 CartPole-v1 episodes of `rule_action`
+    (seeds 0-4), written with `replay.demos.write_demos` as any other source would."""
+    from replay import demos
+    env = gym.make('CartPole-v1')
+    observations, actions, terminated, truncated = [], [], [], []
+    for seed in range(5):
+        observation, _ = env.reset(seed=seed)
+        done = False
+        while not done:
+            action = rule_action(observation)
+            observations.append(observation)
+            actions.append(action)
+            observation, _, end, cut, _ = env.step(action)
+            terminated.append(end)
+            truncated.append(cut)
+            done = end or cut
+    path = str(tmp_path_factory.mktemp('demos') / 'cartpole_rule.npz')
+    demos.write_demos(path, np.array(observations, np.float32), np.array(actions),
+                      np.ones(len(actions), np.float32), np.array(terminated),
+                      np.array(truncated), env.observation_space, env.action_space,
+                      'CartPole-v1')
+    return path

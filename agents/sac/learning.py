@@ -394,8 +394,14 @@ class SACLearner(LearnerBase):
         def windows(x, length):
             return tf.concat([x[t:t + length] for t in range(T)], axis=1)
         gamma = self._gammas if self._reward_weights is not None else config.discounting
+        discount = steps.discount[..., None]
+        if signal_rewards is not None and not config.signals.intrinsic_episodic:
+            # The signals' returns run on across a termination, as across a time limit.
+            m = signal_rewards.shape[-1]
+            discount = tf.concat([tf.repeat(discount, self._reward_size - m, -1),
+                                  tf.ones(tf.concat([tf.shape(steps.discount), [m]], 0))], -1)
         targets = returns.n_step_targets(
-            windows(reward, n), windows(steps.discount[..., None], n),
+            windows(reward, n), windows(discount, n),
             windows(steps.first[..., None], n + 1), windows(values, n), gamma,
             None if entropy_rewards is None else windows(entropy_rewards, n))
         targets = tf.reshape(targets, [T, -1, self._reward_size])

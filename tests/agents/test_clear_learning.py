@@ -361,24 +361,9 @@ def test_extrinsic_strength_zero_ignores_the_environment_reward():
     assert first['loss/baseline'].numpy() < 100.0
 
 
-def test_bc_pretraining_imitates_demonstrations_before_any_interaction(tmp_path):
+def test_bc_pretraining_imitates_demonstrations_before_any_interaction(cartpole_rule_demos):
+    path = cartpole_rule_demos
     env = gym.make('CartPole-v1')
-    observations, actions, ends = [], [], []
-    for episode in range(5):  # a hand rule: push towards the side the pole falls to
-        obs, _ = env.reset(seed=episode)
-        done = False
-        while not done:
-            action = int(obs[2] + 0.5 * obs[3] > 0)
-            observations.append(obs)
-            actions.append(action)
-            obs, _, terminated, truncated, _ = env.step(action)
-            done = terminated or truncated
-            ends.append((terminated, truncated))
-    terminated, truncated = np.array(ends).T
-    path = str(tmp_path / 'rule.npz')
-    demos.write_demos(path, np.array(observations, np.float32), np.array(actions),
-                      np.ones(len(actions), np.float32), terminated, truncated,
-                      env.observation_space, env.action_space, 'CartPole-v1')
     action_space = ActionSpace(env.action_space)
     config = configs.from_flat(CLEARConfig, dict(
         lstm_size=8, hidden_sizes=(32,), unroll_length=10, batch_size=16, bc_demos=path,
@@ -396,4 +381,4 @@ def test_bc_pretraining_imitates_demonstrations_before_any_interaction(tmp_path)
                         steps['prev_reward'][:, None], steps['first'][:, None])
     outputs, _ = core.unroll(inputs, core.initial_state(1))
     greedy = action_space.mode(outputs.policy_params)[0].numpy()[:, 0]
-    assert np.mean(greedy == np.array(actions)) > 0.9  # the rule is ambiguous near 0
+    assert np.mean(greedy == steps['action']) > 0.9  # the rule is ambiguous near 0

@@ -170,6 +170,15 @@ def test_component_targets_discount_each_component_by_its_own_gamma():
                                rtol=1e-6)
 
 
+def test_intrinsic_returns_run_across_a_termination_unless_episodic():
+    discount = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32)  # [T, B]: 0 = terminated
+    gammas = np.array([0.9, 0.5], np.float32)
+    np.testing.assert_allclose(reward_signals.component_discounts(discount, gammas, True),
+                               discount[..., None] * gammas)
+    np.testing.assert_allclose(reward_signals.component_discounts(discount, gammas, False),
+                               np.broadcast_to(gammas, (2, 2, 2)))
+
+
 def test_bc_loss_and_its_decay_against_numpy():
     per_step = -np.log(np.array([[0.5, 0.25], [1.0, 0.125]], np.float32))
     mask = np.array([[1.0, 1.0], [0.0, 1.0]], np.float32)

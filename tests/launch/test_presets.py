@@ -74,6 +74,8 @@ def test_preset_runs_a_few_hundred_steps(name, tmp_path):
         overrides = [f'--steps_per_task={per_task}', f'--eval_every_steps={per_task}']
     else:
         overrides = [f'--num_steps={steps}']
+    if getattr(config, 'signals', None) is not None and config.signals.bc_pretrain_steps:
+        overrides.append('--bc_pretrain_steps=20')  # the wiring, not a thousand updates
     options, config = resolve_preset(name, tmp_path, *overrides, '--eval_episodes=1',
                                      f'--logdir={tmp_path / "run"}')
     options = dataclasses.replace(options, log_interval_s=1000.0, target_return=None)
