@@ -64,6 +64,9 @@ class SignalsConfig:
     curiosity_gamma: float = field(0.99, "the curiosity reward's discount")
     curiosity_encoding_size: int = field(64, "size of ICM's state encoding phi(s)")
     curiosity_learning_rate: float = field(3e-4, "Adam step size of ICM's models")
+    curiosity_episodic: bool = field(
+        False, "an episode's termination ends the curiosity return (ML-Agents); off: it "
+        "bootstraps across it as across a time limit (RND's non-episodic returns)")
     curiosity_normalize: bool = field(
         False, 'divide the curiosity reward by a running RMS of it (as RND), so the strength '
         'is in units of typical novelty and stays meaningful as ICM learns')
@@ -76,6 +79,9 @@ class SignalsConfig:
         'positive', "'positive': -log(1 - D) (GAIL's, always > 0: it also rewards merely "
         "surviving); 'logit': log D - log(1 - D) (AIRL's, < 0 where steps look like the "
         "policy's, no survival bias)")
+    gail_episodic: bool = field(
+        True, "an episode's termination ends the GAIL return (GAIL, ML-Agents); off: it "
+        "bootstraps across it as across a time limit")
     gail_learning_rate: float = field(3e-4, "Adam step size of GAIL's discriminator")
     gail_gradient_penalty: float = field(10.0, "weight of the discriminator's gradient penalty")
     bc_demos: str = field('', 'demonstrations file (launch/record.py) for behavioural cloning')
@@ -85,10 +91,6 @@ class SignalsConfig:
     bc_pretrain_steps: int = field(0, 'policy pre-training steps on the demonstrations alone, '
                                    'before any actor acts')
     signal_hidden_size: int = field(128, 'hidden units of the ICM and GAIL networks')
-    intrinsic_episodic: bool = field(
-        False, "an episode's termination ends the intrinsic signals' returns too (ML-Agents); "
-        "off: they bootstrap across it as across a time limit (RND's non-episodic returns), "
-        "so ending an episode costs no future curiosity or GAIL reward")
 
     def __post_init__(self):
         for name in ('extrinsic_strength', 'curiosity_strength', 'gail_strength',
@@ -131,6 +133,11 @@ class SignalsConfig:
     def gammas(self) -> Tuple[float, ...]:
         """The intrinsic components' discounts."""
         return tuple(getattr(self, f'{name}_gamma') for name in self.intrinsic)
+
+    @property
+    def episodic(self) -> Tuple[bool, ...]:
+        """Whether a termination ends each intrinsic component's return."""
+        return tuple(getattr(self, f'{name}_episodic') for name in self.intrinsic)
 
     @property
     def demo_files(self) -> Tuple[str, ...]:
@@ -232,13 +239,15 @@ def component_targets(targets: Callable[..., Any], log_rhos: tf.Tensor, discount
     return tf.reshape(out.vs, shape), tf.reshape(out.pg_advantages, shape)
 
 
-def component_discounts(discount: tf.Tensor, gammas: tf.Tensor, episodic: bool) -> tf.Tensor:
+def component_discounts(discount: tf.Tensor, gammas: Any,
+                        episodic: Tuple[bool, ...]) -> tf.Tensor:
     """The intrinsic components' discounts `[..., n]`: each gamma (`[n]`) times the
-    episode's `discount` `[...]` (0 at a termination) if `episodic`, else times 1, so a
-    termination bootstraps like a time limit (non-episodic returns, as RND's)."""
-    if not episodic:
-        discount = tf.ones_like(discount)
-    return discount[..., None] * gammas
+    episode's `discount` `[...]` (0 at a termination) where that component is
+    `episodic`, else times 1, so a termination bootstraps like a time limit
+    (non-episodic returns, as RND's)."""
+    episodic = tf.constant(episodic, tf.bool)
+    discount = tf.cast(discount, tf.float32)[..., None]
+    return tf.where(episodic, discount, tf.ones_like(discount)) * gammas
 
 
 def linear_decay(strength: float, steps: int, step: tf.Tensor) -> tf.Tensor:

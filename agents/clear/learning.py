@@ -223,7 +223,7 @@ class CLEARLearner(LearnerBase):
         mask = mask_t[..., None]
         r_t = tf.where(mask > 0, signal_r_t, tf.stop_gradient(v_t))  # as _transformed
         discount_t = reward_signals.component_discounts(
-            steps.discount[:-1], self._gammas, self.config.signals.intrinsic_episodic) * mask
+            steps.discount[:-1], self._gammas, self.config.signals.episodic) * mask
         vs, advantages = reward_signals.component_targets(
             self._targets, log_rhos, discount_t, r_t, v_t, bootstrap_value)
         baseline = tf.reduce_sum(mask * losses.baseline_loss(vs, v_t))

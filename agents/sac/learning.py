@@ -395,11 +395,13 @@ class SACLearner(LearnerBase):
             return tf.concat([x[t:t + length] for t in range(T)], axis=1)
         gamma = self._gammas if self._reward_weights is not None else config.discounting
         discount = steps.discount[..., None]
-        if signal_rewards is not None and not config.signals.intrinsic_episodic:
-            # The signals' returns run on across a termination, as across a time limit.
+        if signal_rewards is not None:
+            # A non-episodic signal's return runs on across a termination (a time limit's).
             m = signal_rewards.shape[-1]
             discount = tf.concat([tf.repeat(discount, self._reward_size - m, -1),
-                                  tf.ones(tf.concat([tf.shape(steps.discount), [m]], 0))], -1)
+                                  reward_signals.component_discounts(
+                                      steps.discount, tf.ones([m]), config.signals.episodic)],
+                                 -1)
         targets = returns.n_step_targets(
             windows(reward, n), windows(discount, n),
             windows(steps.first[..., None], n + 1), windows(values, n), gamma,

@@ -170,13 +170,14 @@ def test_component_targets_discount_each_component_by_its_own_gamma():
                                rtol=1e-6)
 
 
-def test_intrinsic_returns_run_across_a_termination_unless_episodic():
+def test_a_non_episodic_return_runs_across_a_termination():
     discount = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32)  # [T, B]: 0 = terminated
     gammas = np.array([0.9, 0.5], np.float32)
-    np.testing.assert_allclose(reward_signals.component_discounts(discount, gammas, True),
-                               discount[..., None] * gammas)
-    np.testing.assert_allclose(reward_signals.component_discounts(discount, gammas, False),
-                               np.broadcast_to(gammas, (2, 2, 2)))
+    got = reward_signals.component_discounts(discount, gammas, (True, False)).numpy()
+    np.testing.assert_allclose(got[..., 0], discount * 0.9)  # episodic (GAIL's default)
+    np.testing.assert_allclose(got[..., 1], np.full((2, 2), 0.5))  # curiosity's default
+    assert SignalsConfig(curiosity_strength=1.0, gail_strength=1.0,
+                         gail_demos='x.npz').episodic == (False, True)
 
 
 def test_bc_loss_and_its_decay_against_numpy():

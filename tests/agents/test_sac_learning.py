@@ -703,13 +703,13 @@ def test_reward_signals_are_components_with_their_own_discount(tmp_path):
     value = q.min(0) - 0.4 * log_prob.numpy()[:, None]  # the entropy bonus in each component
     rewards = np.stack([steps.reward[0], signal_rewards[0, :, 0]], -1)
     # Row 0 terminated: the environment's return stops there, curiosity's runs on
-    # (non-episodic by default) and stops too with intrinsic_episodic.
+    # (non-episodic by default) and stops too with curiosity_episodic.
     discounts = np.stack([steps.discount[0], np.ones(B)], -1)
     expected = rewards + np.array([0.9, 0.5]) * discounts * value
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5)
     learner.config = dataclasses.replace(
         learner.config, signals=dataclasses.replace(learner.config.signals,
-                                                    intrinsic_episodic=True))
+                                                    curiosity_episodic=True))
     tf.random.set_seed(11)
     episodic = learner.critic_targets(steps, [tf.constant(0.4)],
                                       signal_rewards=signal_rewards).numpy()[0]
