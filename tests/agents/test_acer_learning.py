@@ -91,6 +91,9 @@ def test_baseline_head_is_not_trained(shared):
 
 
 def test_q_values_fit_rewards_without_discounting():
+    # Seeded, so the initial weights do not depend on the tests run before in the worker
+    # (one order ended at 0.22 of the first loss); seeds 0-5 end at 0.08-0.11.
+    tf.random.set_seed(0)
     learner, core, space = make_learner(0, learning_rate=1e-2, discounting=0.0, beta=0.0)
     batch = make_batch(core, space)
     first = float(learner.step(batch)['loss/q'].numpy())
