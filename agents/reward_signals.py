@@ -22,9 +22,15 @@ follows the sum of the components' advantages (ML-Agents' value heads per
 signal). The models train inside the learner's `tf.function` step with their
 own Adam optimisers.
 
+Whether a termination ends a signal's return is per signal (`curiosity_episodic`
+off, RND's non-episodic returns; `gail_episodic` on); `curiosity_normalize`
+divides the curiosity reward by its running RMS; `gail_reward='logit'` is
+AIRL's log D - log(1 - D). Why each exists: docs/reward-signals.md.
+
 Behavioural cloning (`bc_demos`, `bc_strength`, `bc_steps`,
-`bc_pretrain_steps`): the negative log-likelihood of demonstrated actions
-under the policy, added to the learner's loss with a weight annealed
+`bc_pretrain_steps`): the cloning loss of demonstrated actions under the
+policy (`cloning_losses`: -log pi for discrete leaves, the squared error of
+the mode for continuous ones), added to the learner's loss with a weight annealed
 linearly to 0 over `bc_steps` learner steps (constant with 0), and/or
 `bc_pretrain_steps` steps on the demonstrations alone before any actor acts.
 
