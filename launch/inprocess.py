@@ -46,16 +46,27 @@ def interrupt_event() -> Iterator[threading.Event]:
         yield interrupted
         return
 
+    done = threading.Event()
+
     def handler(signum, frame):
-        logging.warning('interrupted: stopping after this learner step to checkpoint and '
-                        'export (Ctrl-C again to abort)')
+        # No writing here: the main thread may be inside a write to stderr, and a second
+        # write from the same thread raises "reentrant call" (`roles.stop_on_signals`).
         interrupted.set()
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
+    def report():
+        while not done.is_set():
+            if interrupted.wait(0.2):
+                logging.warning('interrupted: stopping after this learner step to checkpoint '
+                                'and export (Ctrl-C again to abort)')
+                return
+
     previous = signal.signal(signal.SIGINT, handler)
+    threading.Thread(target=report, name='interrupt', daemon=True).start()
     try:
         yield interrupted
     finally:
+        done.set()
         signal.signal(signal.SIGINT, previous)
 
 

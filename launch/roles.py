@@ -59,13 +59,23 @@ REPLAY_CHECKPOINTS = 'replay_checkpoints'
 def stop_on_signals() -> threading.Event:
     """An event set by SIGTERM or SIGINT (the role then finishes cleanly)."""
     stop = threading.Event()
+    received = []
 
     def handler(signum, frame):
-        logging.info('received signal %d; stopping', signum)
+        # Nothing but the event here: the handler runs between two bytecodes of the main
+        # thread, which may be inside a write to stderr, and writing to it again from the
+        # same thread raises "reentrant call" (the role would die without its checkpoint).
+        received.append(signum)
         stop.set()
+
+    def report():  # another thread may write: it waits for the main thread's write
+        stop.wait()
+        if received:
+            logging.info('received signal %d; stopping', received[0])
 
     signal.signal(signal.SIGTERM, handler)
     signal.signal(signal.SIGINT, handler)
+    threading.Thread(target=report, name='signals', daemon=True).start()
     return stop
 
 
