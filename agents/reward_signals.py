@@ -48,9 +48,11 @@ import sonnet as snt
 import tensorflow as tf
 
 from agents.configs import field, require
+from networks.cores import CoreInputs
 from networks.distributions import ActionSpace
 from networks.observations import ObservationTorso, observation_spec
 from replay import demos as demos_lib
+from replay import trajectory
 
 
 SIGNALS = ('curiosity', 'gail')  # the intrinsic signals, in component order after extrinsic
@@ -394,10 +396,20 @@ class DemoBuffer(tf.Module):
 def zeros_like_specs(observation_space: gym.Space, action_space: ActionSpace
                      ) -> Tuple[Any, Tuple[tf.Tensor, ...]]:
     """A batch of one zero observation and action (to build models before a restore)."""
-    observation = tf.nest.map_structure(lambda s: tf.zeros([1, *s.shape], s.dtype),
-                                        observation_spec(observation_space))
-    action = tuple(tf.zeros([1, *s.shape], s.dtype) for s in action_space.action_specs())
-    return observation, action
+    return (trajectory.zeros(observation_spec(observation_space), (1,)),
+            trajectory.zeros(action_space.action_specs(), (1,)))
+
+
+def demo_cloning_loss(demos: DemoBuffer, core: Any, action_space: ActionSpace, length: int,
+                      n: int) -> tf.Tensor:
+    """Behavioural cloning `[]` on `n` windows of `length` demonstration steps: `core`
+    (an `ActorCriticCore`) unrolled over them from its initial state, the mean
+    `cloning_losses` of the demonstrated actions under its policy."""
+    demo = demos.sample_sequences(length, n)
+    inputs = CoreInputs(demo['observation'], demo['prev_action'], demo['prev_reward'],
+                        demo['first'])
+    outputs, _ = core.unroll(inputs, core.initial_state(n))
+    return bc_loss(cloning_losses(action_space, outputs.policy_params, demo['action']))
 
 
 def _flat(x: Any) -> Any:

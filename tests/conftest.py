@@ -180,6 +180,26 @@ def compare_exported():
     return compare
 
 
+def _write_episode(path, observation, action, observation_space: gym.Space,
+                   action_space: gym.Space) -> str:
+    """`observation` `[N, ...]` and `action` `[N, ...]` as one episode (reward 1 per step,
+    terminated at the last) in a new demonstrations file at `path`; returns the path."""
+    from replay import demos
+    n = len(action)
+    terminated = np.zeros(n, bool)
+    terminated[-1] = True
+    demos.write_demos(str(path), observation, action, np.ones(n, np.float32), terminated,
+                      np.zeros(n, bool), observation_space, action_space, 'hand-made')
+    return str(path)
+
+
+@pytest.fixture(scope='session')
+def write_episode() -> Callable[..., str]:
+    """`write_episode(path, observation, action, observation_space, action_space)`: a
+    demonstrations file (`replay/demos.py`) of one hand-made episode."""
+    return _write_episode
+
+
 def rule_action(observation: np.ndarray) -> int:
     """A hand-written CartPole controller: push towards the side the pole falls to."""
     return int(observation[2] + 0.5 * observation[3] > 0)

@@ -232,13 +232,9 @@ class CLEARLearner(LearnerBase):
 
     def _bc_loss(self) -> tf.Tensor:
         """Behavioural cloning on `batch_size` demonstration windows of `unroll_length`."""
-        demo = self.signals.bc_demos.sample_sequences(self.config.unroll_length,
-                                                      self.config.batch_size)
-        inputs = CoreInputs(demo['observation'], demo['prev_action'], demo['prev_reward'],
-                            demo['first'])
-        outputs, _ = self.core.unroll(inputs, self.core.initial_state(self.config.batch_size))
-        return reward_signals.bc_loss(reward_signals.cloning_losses(
-            self._action_space, outputs.policy_params, demo['action']))
+        return reward_signals.demo_cloning_loss(self.signals.bc_demos, self.core,
+                                                self._action_space, self.config.unroll_length,
+                                                self.config.batch_size)
 
     @tf.function(autograph=False)
     def _bc_pretrain_step(self) -> tf.Tensor:

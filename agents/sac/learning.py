@@ -410,16 +410,11 @@ class SACLearner(LearnerBase):
         return targets if self._reward_weights is not None else targets[..., 0]
 
     def _bc_loss(self) -> tf.Tensor:
-        """Behavioural cloning: -log pi(a | s) of demonstrated steps (one per batch row;
-        windows of `unroll_length` for a recurrent actor)."""
+        """Behavioural cloning on demonstrated steps (one per batch row; windows of
+        `unroll_length` for a recurrent actor)."""
         length = self.config.unroll_length if self.core.recurrent else 1
-        demo = self.signals.bc_demos.sample_sequences(length, self.config.sequences_per_batch)
-        inputs = CoreInputs(demo['observation'], demo['prev_action'], demo['prev_reward'],
-                            demo['first'])
-        outputs, _ = self.core.unroll(inputs, self.core.initial_state(
-            self.config.sequences_per_batch))
-        return reward_signals.bc_loss(reward_signals.cloning_losses(
-            self._actions, outputs.policy_params, demo['action']))
+        return reward_signals.demo_cloning_loss(self.signals.bc_demos, self.core, self._actions,
+                                                length, self.config.sequences_per_batch)
 
     @tf.function(autograph=False)
     def _bc_pretrain_step(self) -> tf.Tensor:

@@ -300,20 +300,10 @@ def test_a_restored_learner_resumes_in_its_phase(tmp_path):
     assert restored.phase() == 'learn'
 
 
-def _hand_demos(path, observation_space, action_space, observation, action):
-    """A demonstrations file of one episode (`replay.demos`)."""
-    n = len(action)
-    terminated = np.zeros(n, bool)
-    terminated[-1] = True
-    demos.write_demos(str(path), observation, action, np.ones(n, np.float32), terminated,
-                      np.zeros(n, bool), observation_space, action_space, 'hand-made')
-    return str(path)
-
-
-def test_reward_signals_learn_in_the_step_with_their_own_value_outputs(tmp_path):
+def test_reward_signals_learn_in_the_step_with_their_own_value_outputs(tmp_path, write_episode):
     rng = np.random.default_rng(0)
-    path = _hand_demos(tmp_path / 'demos.npz', OBS_SPACE, gym.spaces.Discrete(3),
-                       rng.uniform(-1, 1, (50, 3)).astype(np.float32), rng.integers(0, 3, 50))
+    path = write_episode(tmp_path / 'demos.npz', rng.uniform(-1, 1, (50, 3)).astype(np.float32),
+                         rng.integers(0, 3, 50), OBS_SPACE, gym.spaces.Discrete(3))
     learner, core, space = make_learner(
         curiosity_strength=0.5, curiosity_gamma=0.9, gail_strength=0.5, gail_gamma=0.5,
         gail_demos=path, bc_demos=path, bc_strength=0.5)

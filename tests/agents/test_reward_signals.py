@@ -9,7 +9,6 @@ import tensorflow as tf
 from agents import reward_signals, vtrace
 from agents.reward_signals import ICM, RewardSignals, SignalsConfig
 from networks.distributions import ActionSpace
-from replay import demos as demos_lib
 
 OBS_SPACE = gym.spaces.Box(np.array([-1.0, -2.0], np.float32), np.array([1.0, 2.0], np.float32))
 ACTIONS = ActionSpace(gym.spaces.Discrete(3))
@@ -116,22 +115,13 @@ def test_gail_loss_and_reward_against_numpy():
     assert np.all(reward > 0) and np.all(np.diff(reward) > 0)  # more demo-like, more reward
 
 
-def _write_demos(path, observation, action):
-    n = len(action)
-    terminated = np.zeros(n, bool)
-    terminated[-1] = True
-    demos_lib.write_demos(str(path), observation, action, np.ones(n, np.float32), terminated,
-                          np.zeros(n, bool), OBS_SPACE, ACTIONS.space, 'hand-made')
-    return str(path)
-
-
-def test_gail_rewards_demonstration_like_steps(tmp_path):
+def test_gail_rewards_demonstration_like_steps(tmp_path, write_episode):
     tf.random.set_seed(0)
     rng = np.random.default_rng(0)
     # Demonstrations sit at x0 > 0.5; the policy's steps at x0 < -0.5.
     demo_obs = np.stack([rng.uniform(0.5, 1.0, 200), rng.uniform(-2, 2, 200)], -1)
-    path = _write_demos(tmp_path / 'demos.npz', demo_obs.astype(np.float32),
-                        rng.integers(0, 3, 200))
+    path = write_episode(tmp_path / 'demos.npz', demo_obs.astype(np.float32),
+                         rng.integers(0, 3, 200), OBS_SPACE, ACTIONS.space)
     signals = _signals(gail_strength=1.0, gail_demos=path, gail_learning_rate=3e-3)
     observation, action, mask = _time_major_batch(rng)
     observation[..., 0] = rng.uniform(-1.0, -0.5, observation.shape[:2])

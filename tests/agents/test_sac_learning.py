@@ -14,7 +14,7 @@ from agents.sac.learning import SACLearner
 from networks.cores import ActorCriticCore, CoreInputs
 from networks.distributions import ActionSpace
 from networks.observations import observation_spec
-from replay import demos, trajectory
+from replay import trajectory
 from replay.dataset import Batch
 
 B = 6
@@ -672,16 +672,13 @@ def test_critic_policy_is_refused_where_alf_has_no_such_policy():
                                            config)
 
 
-def test_reward_signals_are_components_with_their_own_discount(tmp_path):
+def test_reward_signals_are_components_with_their_own_discount(tmp_path, write_episode):
     """Curiosity is a second component: its target discounts by curiosity_gamma (0.5)
     where the environment's uses gamma (0.9), and the actor weighs it by 1."""
-    path = str(tmp_path / 'demos.npz')
     rng = np.random.default_rng(0)
-    terminated = np.zeros(40, bool)
-    terminated[-1] = True
-    demos.write_demos(path, rng.uniform(-1, 1, (40, 3)).astype(np.float32),
-                      rng.uniform(-2, 2, (40, 2)).astype(np.float32), np.zeros(40, np.float32),
-                      terminated, np.zeros(40, bool), OBS_SPACE, SPACES['continuous'], 'hand')
+    path = write_episode(tmp_path / 'demos.npz', rng.uniform(-1, 1, (40, 3)).astype(np.float32),
+                         rng.uniform(-2, 2, (40, 2)).astype(np.float32), OBS_SPACE,
+                         SPACES['continuous'])
     learner, space = make_learner(SPACES['continuous'], discounting=0.9,
                                   signals=SignalsConfig(curiosity_strength=2.0, curiosity_gamma=0.5,
                                                         extrinsic_strength=0.5, bc_demos=path,

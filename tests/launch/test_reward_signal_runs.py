@@ -9,7 +9,6 @@ import numpy as np
 import tensorflow as tf
 
 from launch import api
-from replay import demos
 
 
 def _rows(path):
@@ -52,13 +51,12 @@ def test_curiosity_and_gail_train_with_the_learner_and_are_not_exported(
     assert not any('icm' in n or 'discriminator' in n or 'signal' in n for n in names), names
 
 
-def test_demonstrations_that_do_not_fit_the_environment_are_one_error_line(tmp_path, run_cli):
+def test_demonstrations_that_do_not_fit_the_environment_are_one_error_line(
+        tmp_path, run_cli, write_episode):
     pendulum = gym.make('Pendulum-v1')
-    path = str(tmp_path / 'pendulum.npz')
-    demos.write_demos(path, np.zeros((3, 3), np.float32), np.zeros((3, 1), np.float32),
-                      np.zeros(3, np.float32), np.array([False, False, True]),
-                      np.zeros(3, bool), pendulum.observation_space, pendulum.action_space,
-                      'Pendulum-v1')
+    path = write_episode(tmp_path / 'pendulum.npz', np.zeros((3, 3), np.float32),
+                         np.zeros((3, 1), np.float32), pendulum.observation_space,
+                         pendulum.action_space)
     result = run_cli(['--agent=clear', '--env=CartPole-v1', f'--bc_demos={path}',
                       '--bc_strength=1', '--num_steps=100'])
     assert result.returncode != 0
