@@ -12,8 +12,9 @@ Two sub-configs give the fields every agent has one meaning everywhere:
   its step size and schedule, its moments and epsilon, and the global-norm
   gradient clip;
 - `ReplayConfig` (`config.replay`): the sizes of the `queue` and `replay`
-  tables and how `replay` evicts. Sizes count *sequences* (one environment's
-  stored steps), whatever one item holds.
+  tables, how `replay` evicts and how it samples (uniform or prioritized,
+  `agents.priorities`). Sizes count *sequences* (one environment's stored
+  steps), whatever one item holds.
 
 Their fields are flags with the same flat names (`--learning_rate`,
 `--replay_size`); an agent sets its own defaults by giving its config a
@@ -28,6 +29,7 @@ from typing import Any, Dict, Mapping, Optional, Tuple
 LEARNING_RATE_SCHEDULES = ('linear', 'constant')
 OPTIMIZERS = ('adam', 'rmsprop')
 REPLAY_EVICTIONS = ('fifo', 'reservoir')
+REPLAY_SAMPLERS = ('uniform', 'prioritized')
 TORSOS = ('auto', 'mlp', 'nature_cnn', 'impala_resnet', 'simple')
 
 
@@ -124,10 +126,45 @@ class ReplayConfig:
     replay_eviction: str = field(
         'fifo', "'fifo' or 'reservoir' (random discard: keeps old tasks' data, as CLEAR)")
     queue_size: int = field(64, 'fresh sequences buffered before actors wait for the learner')
+    replay_sampler: str = field(
+        'uniform', "'uniform' or 'prioritized' (by TD error, Schaul et al.; agents.priorities)")
+    priority_exponent: float = field(0.6, 'prioritized: alpha, P(i) ~ priority^alpha')
+    importance_sampling_exponent: float = field(
+        0.4, 'prioritized: beta at the start, annealed linearly to 1')
+    importance_sampling_anneal_steps: int = field(
+        100_000, 'prioritized: learner steps over which beta reaches 1 (0: 1 from the start)')
+    priority_eta: float = field(
+        0.9, "prioritized: a sequence's priority, eta max|delta| + (1 - eta) mean|delta| (R2D2)")
 
     def __post_init__(self):
         require_positive(self, 'replay_size', 'queue_size')
         require_choice('replay_eviction', self.replay_eviction, REPLAY_EVICTIONS)
+        require_choice('replay_sampler', self.replay_sampler, REPLAY_SAMPLERS)
+        require(self.priority_exponent >= 0,
+                f'priority_exponent must be >= 0, got {self.priority_exponent}')
+        require_fraction(self, 'importance_sampling_exponent', 'priority_eta')
+        require(self.importance_sampling_anneal_steps >= 0,
+                f'importance_sampling_anneal_steps must be >= 0, got '
+                f'{self.importance_sampling_anneal_steps}')
+        require(not (self.prioritized and self.replay_eviction == 'reservoir'),
+                "replay_eviction='reservoir' evicts by random priorities, which prioritized "
+                "sampling would read as TD errors; use one or the other")
+
+    @property
+    def prioritized(self) -> bool:
+        return self.replay_sampler == 'prioritized'
+
+    @property
+    def sampling_exponent(self) -> Optional[float]:
+        """`DataPlan.priority_exponent`: alpha when prioritized, else None (uniform)."""
+        return self.priority_exponent if self.prioritized else None
+
+    def metric_names(self) -> Tuple[str, ...]:
+        """What a learner step adds under prioritized sampling."""
+        return PRIORITY_METRICS if self.prioritized else ()
+
+
+PRIORITY_METRICS = ('replay/priority_mean', 'replay/is_weight_mean')
 
 
 def flat_fields(config_class: type) -> Dict[str, Tuple[dataclasses.Field, Optional[str]]]:

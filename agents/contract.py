@@ -19,8 +19,12 @@ What an agent declares:
    sequence is (length, period), what one learner batch is (how many
    sequences, how many transitions each contributes), how many rows come
    from `replay` and how many from `queue`, the table sizes, a
-   sample-to-insert ratio if the agent fixes one, and a `ReplaySchedule` if
-   batches alternate between the tables instead of mixing them (ACER).
+   sample-to-insert ratio if the agent fixes one, a `ReplaySchedule` if
+   batches alternate between the tables instead of mixing them (ACER), and
+   the `replay` sampler: uniform, or prioritized with `priority_exponent`.
+   A prioritized agent's `step` also returns `PRIORITIES`: each batch row's
+   new priority `[B]`, which the wiring writes back to Reverb for the
+   replayed rows (`agents.priorities`, `replay.priorities`).
 3. `build_core(observation_space, action_space, config)` -> the acting core
    (`networks.cores.ActorCriticCore`): what the actors run, what the
    learner publishes, what is exported.
@@ -53,6 +57,7 @@ from typing import Any, Callable, Dict, Mapping, Optional, Protocol, Tuple
 import numpy as np
 import tensorflow as tf
 
+from agents import priorities
 from networks.cores import ActorCriticCore
 from networks.distributions import ActionSpace
 from replay.dataset import split_batch
@@ -99,6 +104,7 @@ class DataPlan:
     group_envs: bool = False  # one item holds the same steps of all an actor's environments
     random_steps: int = 0  # each actor's first env steps take uniformly random actions
     schedule: Optional[ReplaySchedule] = None  # alternate tables instead of mixing them
+    priority_exponent: Optional[float] = None  # `replay` samples by priority^this; None: uniform
 
     def __post_init__(self):
         checks = [
@@ -110,6 +116,8 @@ class DataPlan:
              'learned_steps must be in [1, sequence_length - 1]'),
             (self.batch_sequences >= 1, 'batch_sequences must be >= 1'),
             (0.0 <= self.replay_fraction <= 1.0, 'replay_fraction must be in [0, 1]'),
+            (self.priority_exponent is None or self.priority_exponent >= 0,
+             'priority_exponent must be >= 0'),
             (self.schedule is None or self.replay_fraction == 0.0,
              'a ReplaySchedule alternates whole batches: its on-policy batch has '
              'replay_fraction 0'),
@@ -141,13 +149,18 @@ class DataPlan:
         return self.batch_sequences * self.learned_steps
 
 
+# The key of a prioritized learner's per-row priorities in its step's result.
+PRIORITIES = priorities.PRIORITIES
+
+
 class Learner(Protocol):
     """What the wiring uses of a learner (a `tf.Module`, checkpointed whole)."""
     core: ActorCriticCore  # the acting core it trains: published, evaluated, exported
     num_steps: tf.Variable  # int64 learner steps taken (part of the checkpoint)
 
     def step(self, batch: Any) -> Dict[str, tf.Tensor]:
-        """One update on a `replay.dataset.Batch`; scalar metrics by name."""
+        """One update on a `replay.dataset.Batch`; scalar metrics by name (and, under
+        prioritized sampling, `PRIORITIES`: the rows' new priorities `[B]`)."""
 
     def set_progress(self, fraction: float) -> None:
         """`fraction` of the env-step budget is spent (learning-rate schedules)."""

@@ -5,10 +5,12 @@ writes its own `@tf.function` `step`; the attribute names here are part of
 the checkpoints.
 """
 
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 import sonnet as snt
 import tensorflow as tf
+
+from agents import priorities
 
 
 class RMSProp(snt.optimizers.RMSProp):
@@ -95,3 +97,32 @@ class LearnerBase(tf.Module):
         self.num_env_frames.assign_add(
             tf.cast(fresh_rows * tf.cast(unroll_length, tf.float32), tf.int64))
         return grad_norm
+
+    def importance_weights(self, batch: Any) -> tf.Tensor:
+        """`[B]` weights of the batch's rows in the losses: prioritized replay's
+        normalised importance weights (`agents.priorities`) on replayed rows, 1
+        elsewhere and under uniform sampling."""
+        replay = self.config.replay
+        if not replay.prioritized:
+            return tf.ones_like(tf.cast(batch.replayed, tf.float32))
+        beta = priorities.annealed_exponent(replay.importance_sampling_exponent,
+                                            replay.importance_sampling_anneal_steps,
+                                            self.num_steps)
+        return priorities.importance_weights(batch.probabilities, batch.table_size,
+                                             batch.replayed, beta)
+
+    def priority_outputs(self, batch: Any, weights: tf.Tensor, abs_td_t: tf.Tensor,
+                         mask_t: tf.Tensor) -> Dict[str, tf.Tensor]:
+        """What a step adds to its result under prioritized sampling (nothing under
+        uniform): each row's new priority from its absolute TD errors `[T, B]` over
+        the valid steps `mask_t` `[T, B]` (`priorities.PRIORITIES`), and the
+        replayed rows' mean priority and importance weight."""
+        replay = self.config.replay
+        if not replay.prioritized:
+            return {}
+        new = priorities.sequence_priorities(abs_td_t, mask_t, replay.priority_eta)
+        replayed = tf.cast(batch.replayed, tf.float32)
+        count = tf.maximum(tf.reduce_sum(replayed), 1.0)
+        return {priorities.PRIORITIES: new,
+                'replay/priority_mean': tf.reduce_sum(new * replayed) / count,
+                'replay/is_weight_mean': tf.reduce_sum(weights * replayed) / count}

@@ -19,9 +19,10 @@ import numpy as np
 import reverb
 import tensorflow as tf
 
-from agents.contract import DataPlan
+from agents.contract import PRIORITIES, DataPlan
 from replay import dataset as dataset_lib
 from replay import tables, trajectory
+from replay.priorities import PriorityUpdater
 
 DATA_TIMEOUT_MS = 20_000  # a learner's dataset ends after this long without data
 
@@ -66,7 +67,8 @@ def _scheduled(address: str, signature: trajectory.Sequence, plan: DataPlan,
             yield batch
 
 
-def make_learn(learner, action_names: Optional[Sequence[str]] = None
+def make_learn(learner, action_names: Optional[Sequence[str]] = None,
+               priorities: Optional[PriorityUpdater] = None
                ) -> Callable[[Batches], Dict[str, tf.Tensor]]:
     """`learn(batches)`: one learner step on the next batch.
 
@@ -79,6 +81,9 @@ def make_learn(learner, action_names: Optional[Sequence[str]] = None
     the result also holds `action/<name>`: that leaf's actions in the batch,
     flattened, for histograms. They are the only non-scalar entries; the
     agent's own metrics stay as its `metric_names` declare.
+
+    A prioritized learner's `PRIORITIES` go, with the batch's item keys, to
+    `priorities` (which writes them back to `replay`) and not into the result.
     """
 
     def with_actions(batch, metrics):
@@ -93,9 +98,22 @@ def make_learn(learner, action_names: Optional[Sequence[str]] = None
                    for name, a in zip(action_names, steps.action)}
         return {**metrics, **actions}
 
+    def learn_on(batch):
+        metrics = with_actions(batch, learner.step(batch))
+        if PRIORITIES in metrics:  # out of the graph with what they belong to
+            metrics.update({'_keys': batch.keys, '_replayed': batch.replayed})
+        return metrics
+
+    def send_priorities(metrics):
+        new = metrics.pop(PRIORITIES, None)
+        if new is not None:
+            keys, replayed = metrics.pop('_keys'), metrics.pop('_replayed')
+            if priorities is not None:
+                priorities.update(keys.numpy(), new.numpy(), replayed.numpy())
+        return metrics
+
     def learn_in_graph(iterator):
-        batch = iterator.get_next()
-        return with_actions(batch, learner.step(batch))
+        return learn_on(iterator.get_next())
 
     # A learner whose step changes with its progress (`Learner.phase`) is compiled
     # once per phase: its step is traced with the phase it is in.
@@ -108,10 +126,9 @@ def make_learn(learner, action_names: Optional[Sequence[str]] = None
             if key not in compiled:
                 compiled[key] = tf.function(learn_in_graph, autograph=False)
             try:
-                return compiled[key](batches)
+                return send_priorities(compiled[key](batches))
             except tf.errors.OutOfRangeError:
                 raise StopIteration from None
-        batch = next(batches)
-        return with_actions(batch, learner.step(batch))
+        return send_priorities(learn_on(next(batches)))
 
     return learn

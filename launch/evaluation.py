@@ -106,3 +106,19 @@ def regret_summary(greedy: np.ndarray, sampled: np.ndarray) -> Dict[str, float]:
     return {'eval_regret_mean': float(greedy.mean()), 'eval_regret_std': float(greedy.std()),
             'eval_regret_sampled_mean': float(sampled.mean()),
             'eval_regret_sampled_std': float(sampled.std())}
+
+
+def final_evaluation(core: ActorCriticCore, action_space: ActionSpace, env_id: str,
+                     episodes: int, seed: int, epsilon: float,
+                     make_envs: Callable[[int, int], gym.vector.VectorEnv]
+                     ) -> Tuple[float, float, Dict[str, float]]:
+    """A run's last evaluation: (mean, std of `episodes` greedy returns, and for a
+    bandit `regret_summary` of those and of as many sampled episodes, else {})."""
+    played = run_episodes(core, action_space, env_id, episodes, seed=seed, epsilon=epsilon,
+                          make_envs=make_envs)
+    regret = {}
+    if played.regrets is not None:
+        regret = regret_summary(played.regrets, run_episodes(
+            core, action_space, env_id, episodes, seed=seed, deterministic=False,
+            make_envs=make_envs).regrets)
+    return float(played.returns.mean()), float(played.returns.std()), regret

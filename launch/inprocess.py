@@ -28,7 +28,6 @@ from launch import setup as setup_lib
 from launch.actor import EpisodeStats
 from launch.learner_loop import LearnerRun
 from launch.options import RunOptions
-from replay.variables import VariablePublisher
 
 
 @contextlib.contextmanager
@@ -89,7 +88,7 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
     server = reverb.Server(setup_lib.make_server_tables(setup))
     address = f'localhost:{server.port}'
     client = reverb.Client(address)
-    publisher = VariablePublisher(client, run.published)
+    publisher = run.make_publisher(client)
     publisher.publish()  # after the restore: actors start from the checkpoint's weights
 
     stats = EpisodeStats()

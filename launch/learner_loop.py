@@ -1,20 +1,14 @@
 """The learner's side of a run, shared by the in-process run and the learner process.
 
 `LearnerRun` builds the learner, resumes it from the run's latest checkpoint (or
-lets it pre-train, `setup.pretrain`), and learns. The loop only learns: it takes
-the next batch, runs the learner's step, and hands the result to its triggers,
-periodic actions declared once (`Every`): publish weights every `publish_period`
-steps, write TensorBoard summaries (and check for non-finite losses) every
-`summary_interval_s`, refresh the progress display twice a second, append a row
-to `progress.csv` every `log_interval_s`, checkpoint every `checkpoint_interval_s`.
-Evaluations run on their env-step schedule: every task of a sequence
-(`launch/continual.py`; the untrained policy too), or one environment every
-`eval_every_steps`, the best policy kept, a pre-trained one evaluated first
-(`launch/periodic_evaluation.py`). It stops at the first of: the env-step budget,
-the target return, the caller's `should_stop`. `finish` checkpoints, evaluates
-(not after an interrupt), exports and writes `summary.json`. TensorBoard: the
-agent's scalars and what `launch.metrics` adds (batch action histograms, the
-variables' global norm, the environments' numeric `info`).
+lets it pre-train, `setup.pretrain`), and learns. The loop takes the next batch,
+runs the learner's step, and hands the result to its triggers (`Every`): publish
+weights, TensorBoard summaries (non-finite losses stop the run), the progress
+display, `progress.csv` rows, checkpoints. Evaluations run on their env-step
+schedule (`launch/continual.py`, `launch/periodic_evaluation.py`). It stops at the
+first of: the env-step budget, the target return, the caller's `should_stop`.
+`finish` checkpoints, evaluates (not after an interrupt), exports and writes
+`summary.json`.
 """
 
 import dataclasses
@@ -35,6 +29,8 @@ from launch.actor import EpisodeStats
 from launch.setup import RunSetup, make_envs, make_learner, pretrain
 from launch.triggers import TARGET_WINDOW, Every, Progress
 from replay.connection import SERVER_ERRORS
+from replay.priorities import PriorityUpdater
+from replay.variables import VariablePublisher
 
 DISPLAY_INTERVAL_S = 0.5  # seconds between refreshes of the progress display
 
@@ -68,6 +64,7 @@ class LearnerRun:
         self.start_env_steps = int(self.env_steps_counter.numpy())
         self.start_learner_steps = self.learner_steps
         self.published = list(self.core.variables)
+        self.priorities = None  # prioritized replay's writes (`make_publisher`)
         self._last_metrics = {}
         self._batches = None  # the last data stream, kept open until `close_data`
         self._env_steps = lambda: 0
@@ -85,6 +82,14 @@ class LearnerRun:
         if pretrained and self.periodic is not None:  # before any actor
             self.periodic.evaluate_at(self.core, self.start_env_steps)
         self.progress_csv = metrics_lib.ProgressCSV(options.logdir)
+
+    def make_publisher(self, client) -> VariablePublisher:
+        """Publishes the weights; under prioritized replay the learner also writes
+        priorities through `client`, and new items enter at the largest so far."""
+        if self.setup.plan.priority_exponent is not None:
+            self.priorities = PriorityUpdater(client)
+        return VariablePublisher(client, self.published, new_item_priority=(
+            self.priorities and (lambda: self.priorities.max_priority)))
 
     def _make_eval_envs(self, num_envs: int, seed: int):
         return make_envs(self.setup.options, self.setup.config, num_envs, seed, evaluation=True)
@@ -164,7 +169,8 @@ class LearnerRun:
             Every(lambda progress: self.save(), seconds=options.checkpoint_interval_s),
         ]
         learn = data.make_learn(self.learner,
-                                metrics_lib.action_names(self.setup.action_space.space))
+                                metrics_lib.action_names(self.setup.action_space.space),
+                                self.priorities)
         batches = open_batches()
         start = time.time()
         try:
@@ -214,10 +220,9 @@ class LearnerRun:
             self._batches = batches
 
     def close_data(self) -> None:
-        """Drops the learner's data stream on a daemon thread, without waiting: a
-        stream whose sample request the server's rate limiter holds waits out the data
-        timeout when destroyed, even after an in-process server stopped (py-spy, SAC:
-        10-55 s). The learner process exits without dropping it (`launch/run.py`)."""
+        """Drops the learner's data stream on a daemon thread, without waiting: one whose
+        sample request the rate limiter holds waits out the data timeout when destroyed,
+        even after an in-process server stopped (SAC: 10-55 s)."""
         stream = [self._batches]
         self._batches = None
         threading.Thread(target=stream.clear, name='close_data', daemon=True).start()
@@ -231,9 +236,8 @@ class LearnerRun:
         options, setup = self.setup.options, self.setup
         self.save(quiet=True)
         eval_mean = eval_std = None
-        regret = {}
+        regret, sequence = {}, {}
         eval_episodes = 0 if interrupted else options.eval_episodes
-        sequence = {}
         if self.continual is not None:
             if eval_episodes:
                 self._evaluate_due()  # the end of the sequence, unless already evaluated
@@ -243,17 +247,10 @@ class LearnerRun:
             console.status(f'final evaluation: {eval_episodes} greedy episodes'
                            + (f' (epsilon {options.eval_epsilon})' if options.eval_epsilon
                               else ''))
-            played = evaluation.run_episodes(
-                self.core, setup.action_space, options.env, eval_episodes,
-                seed=options.seed + 10_000, epsilon=options.eval_epsilon,
-                make_envs=self._make_eval_envs)
-            eval_mean, eval_std = float(played.returns.mean()), float(played.returns.std())
-            if played.regrets is not None:  # a bandit: regret, greedy and sampled
-                regret = evaluation.regret_summary(
-                    played.regrets, evaluation.run_episodes(
-                        self.core, setup.action_space, options.env, eval_episodes,
-                        seed=options.seed + 10_000, deterministic=False,
-                        make_envs=self._make_eval_envs).regrets)
+            eval_mean, eval_std, regret = evaluation.final_evaluation(
+                self.core, setup.action_space, options.env, eval_episodes, options.seed + 10_000,
+                options.eval_epsilon, self._make_eval_envs)
+            if regret:  # a bandit: regret, greedy and sampled
                 console.status(f'regret per episode: greedy {regret["eval_regret_mean"]:.2f}, '
                                f'sampled {regret["eval_regret_sampled_mean"]:.2f}')
             if self.periodic is not None:

@@ -51,7 +51,6 @@ from launch.options import RunOptions
 from launch.rundir import describe
 from replay import connection
 from replay.env_steps import EnvStepsCounter, EnvStepsReporter
-from replay.variables import VariablePublisher
 
 REPLAY_CHECKPOINTS = 'replay_checkpoints'
 
@@ -145,7 +144,7 @@ def run_learner(options: RunOptions, config: Any, address: str,
     client = connection.wait_for_server(address, connect_timeout_s)
     _check_signature(client, setup, address)
     run = LearnerRun(setup)
-    publisher = VariablePublisher(client, run.published)
+    publisher = run.make_publisher(client)
     publisher.publish()
     stats = EpisodeStats()  # filled with the episodes the actors report
     env_steps = EnvStepsCounter(client, add_episode=stats.add_episode)

@@ -137,17 +137,22 @@ def make_server_tables(setup: RunSetup) -> List[reverb.Table]:
         layout.signature, tables_lib.variables_signature(published),
         queue_size=layout.items(plan.queue_size), replay_size=layout.items(plan.replay_size),
         min_replay_size=layout.items(plan.min_replay_size),
-        replay_eviction=plan.replay_eviction, samples_per_insert=plan.samples_per_insert)
+        replay_eviction=plan.replay_eviction, samples_per_insert=plan.samples_per_insert,
+        priority_exponent=plan.priority_exponent)
 
 
 def make_actor(setup: RunSetup, client: reverb.Client, envs: gym.vector.VectorEnv, seed: int,
                stats: EpisodeStats) -> Actor:
     """An actor writing to the agent's tables and fetching weights from `variables`."""
     core = make_core(setup)
-    # Reservoir eviction: a uniform random priority, and the lowest is evicted.
-    priority_fn = ((lambda table: float(np.random.uniform()))
-                   if setup.plan.replay_eviction == 'reservoir' else None)
+    fetcher = VariableFetcher(client, list(core.variables))
+    priority_fn = None
+    if setup.plan.replay_eviction == 'reservoir':
+        # A uniform random priority, and the lowest is evicted.
+        priority_fn = lambda table: float(np.random.uniform())  # noqa: E731
+    elif setup.plan.priority_exponent is not None:
+        # The learner's largest priority so far, published with its weights.
+        priority_fn = lambda table: fetcher.new_item_priority  # noqa: E731
     writer = setup.layout.writer(client, envs.num_envs, setup.plan.tables, priority_fn)
-    return Actor(envs, core, setup.action_space, writer,
-                 VariableFetcher(client, list(core.variables)), seed, stats,
+    return Actor(envs, core, setup.action_space, writer, fetcher, seed, stats,
                  random_steps=setup.plan.random_steps)

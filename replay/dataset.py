@@ -6,7 +6,7 @@ on the batch axis, with a mask of the replayed rows (CLEAR's cloning losses
 apply to those rows only).
 """
 
-from typing import NamedTuple
+from typing import NamedTuple, Optional
 
 import reverb
 import tensorflow as tf
@@ -16,9 +16,15 @@ from replay.packing import Packing
 
 
 class Batch(NamedTuple):
-    """What a learner step gets."""
+    """What a learner step gets. The sampling information is per row: a replayed
+    row's item, the probability it was sampled with and the table's size then
+    (prioritized replay's importance weights and priority updates need them);
+    fresh rows hold key 0, probability 1, size 1."""
     sequence: trajectory.Sequence  # steps [L, B, ...] (time-major), core_state [B, ...]
     replayed: tf.Tensor  # [B] bool: the row came from `replay`
+    keys: Optional[tf.Tensor] = None  # [B] uint64 item keys
+    probabilities: Optional[tf.Tensor] = None  # [B] float64 sampling probabilities
+    table_size: Optional[tf.Tensor] = None  # [B] int64 items in the table at sampling
 
 
 def split_batch(batch_size: int, replay_fraction: float):
@@ -55,7 +61,8 @@ def _packed_items(server_address: str, table: str, packing: Packing,
 
 def table_dataset(server_address: str, table: str, signature: trajectory.Sequence,
                   batch_size: int, rate_limiter_timeout_ms: int = -1) -> tf.data.Dataset:
-    """Batches of `Sequence`s (batch-major `[batch_size, L, ...]`) from one table."""
+    """Batches of (`Sequence`s batch-major `[batch_size, L, ...]`, their
+    `reverb.SampleInfo` `[batch_size]`) from one table."""
     packing = Packing(signature)
     dataset = _packed_items(
         server_address, table, packing,
@@ -63,9 +70,9 @@ def table_dataset(server_address: str, table: str, signature: trajectory.Sequenc
         # One worker: more cost CPU the learner needs and add little here.
         num_workers_per_iterator=1,
         rate_limiter_timeout_ms=rate_limiter_timeout_ms)
-    # Dropping the sample info and unpacking once per batch, not per item.
+    # Unpacking once per batch, not per item.
     return dataset.batch(batch_size, drop_remainder=True).map(
-        lambda sample: packing.unpack(sample.data))
+        lambda sample: (packing.unpack(sample.data), sample.info))
 
 
 def _time_major(sequence: trajectory.Sequence, envs_per_item: int) -> trajectory.Sequence:
@@ -107,9 +114,23 @@ def mixed_dataset(server_address: str,
                                    rate_limiter_timeout_ms))
     rows = max(group, 1)
     replayed = tf.constant([False] * num_fresh * rows + [True] * num_replayed * rows)
+    fresh_rows = num_fresh * rows
 
     def concat(*batches):
-        sequence = tf.nest.map_structure(lambda *xs: tf.concat(xs, 0), *batches)
-        return Batch(_time_major(sequence, group), replayed)
+        sequences, infos = zip(*batches)
+        sequence = tf.nest.map_structure(lambda *xs: tf.concat(xs, 0), *sequences)
+        info = infos[-1]  # each row of an item carries that item's information
+        per_row = (lambda x: tf.repeat(x, rows)) if group else (lambda x: x)
+        keys, probabilities, table_size = (per_row(info.key), per_row(info.probability),
+                                           per_row(info.table_size))
+        if num_replayed and fresh_rows:
+            keys = tf.concat([tf.zeros([fresh_rows], tf.uint64), keys], 0)
+            probabilities = tf.concat([tf.ones([fresh_rows], tf.float64), probabilities], 0)
+            table_size = tf.concat([tf.ones([fresh_rows], tf.int64), table_size], 0)
+        elif not num_replayed:
+            keys = tf.zeros([fresh_rows], tf.uint64)
+            probabilities = tf.ones([fresh_rows], tf.float64)
+            table_size = tf.ones([fresh_rows], tf.int64)
+        return Batch(_time_major(sequence, group), replayed, keys, probabilities, table_size)
 
     return tf.data.Dataset.zip(tuple(parts)).map(concat).prefetch(prefetch)

@@ -35,7 +35,8 @@ def make_tables(signature: trajectory.Sequence,
                 min_replay_size: int = 1,
                 replay_eviction: str = 'fifo',
                 samples_per_insert: Optional[float] = None,
-                samples_per_insert_tolerance: float = 0.1) -> List[reverb.Table]:
+                samples_per_insert_tolerance: float = 0.1,
+                priority_exponent: Optional[float] = None) -> List[reverb.Table]:
     """The tables of the design.
 
     Args:
@@ -47,6 +48,8 @@ def make_tables(signature: trajectory.Sequence,
       replay_eviction: 'fifo' or 'reservoir' (random discard).
       samples_per_insert: when set, `replay` holds this sample-to-insert ratio
         (within `samples_per_insert_tolerance` of it) with Reverb's rate limiter.
+      priority_exponent: when set, `replay` samples item i with probability
+        priority_i^exponent / sum_j priority_j^exponent; else uniformly.
     """
     if replay_eviction not in REPLAY_EVICTIONS:
         raise ValueError(f'replay_eviction must be one of {REPLAY_EVICTIONS}, got {replay_eviction!r}')
@@ -61,11 +64,13 @@ def make_tables(signature: trajectory.Sequence,
     else:
         limiter = reverb.rate_limiters.MinSize(min_replay_size)
     packed = Packing(signature).packed_signature()
+    sampler = (reverb.selectors.Uniform() if priority_exponent is None
+               else reverb.selectors.Prioritized(priority_exponent))
     remover = (reverb.selectors.Fifo() if replay_eviction == 'fifo'
                else reverb.selectors.MinHeap())
     return [
         reverb.Table.queue(QUEUE, max_size=queue_size, signature=packed),
-        reverb.Table(REPLAY, sampler=reverb.selectors.Uniform(), remover=remover,
+        reverb.Table(REPLAY, sampler=sampler, remover=remover,
                      max_size=replay_size, rate_limiter=limiter, signature=packed),
         reverb.Table(VARIABLES, sampler=reverb.selectors.Fifo(),
                      remover=reverb.selectors.Fifo(), max_size=1,

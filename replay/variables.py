@@ -4,10 +4,14 @@ The learner inserts the current values (replacing the previous item); actors
 sample the single item and assign it to their own copy of the network. The
 first fetch blocks (with a timeout) until the learner has published once;
 later fetches are cheap and happen off the per-step path.
+
+The item's priority, which `variables`' FIFO sampler ignores, carries one
+number from the learner to the actors: under prioritized replay, the
+priority new items enter `replay` at (`replay.priorities`).
 """
 
 import time
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 import numpy as np
 import reverb
@@ -20,13 +24,17 @@ class VariablePublisher:
     """Inserts the learner's variables into `variables`."""
 
     def __init__(self, client: reverb.Client, variables: List[tf.Variable],
-                 table: str = tables.VARIABLES):
+                 table: str = tables.VARIABLES,
+                 new_item_priority: Optional[Callable[[], float]] = None):
+        """`new_item_priority()`: what actors' new `replay` items get, sent along."""
         self._client = client
         self._variables = list(variables)
         self._table = table
+        self._new_item_priority = new_item_priority or (lambda: 1.0)
 
     def publish(self):
-        self._client.insert([v.numpy() for v in self._variables], {self._table: 1.0})
+        self._client.insert([v.numpy() for v in self._variables],
+                            {self._table: float(self._new_item_priority())})
 
 
 class VariableFetcher:
@@ -38,6 +46,7 @@ class VariableFetcher:
         self._variables = list(variables)
         self._table = table
         self.num_fetches = 0
+        self.new_item_priority = 1.0  # as the learner published it with the weights
 
     def fetch(self, timeout_s: Optional[float] = None) -> bool:
         """Assigns the latest weights; False when none arrived within `timeout_s`.
@@ -57,5 +66,6 @@ class VariableFetcher:
                              f'the actor network has {len(self._variables)}')
         for variable, value in zip(self._variables, values):
             variable.assign(np.squeeze(value, 0) if value.shape != variable.shape else value)
+        self.new_item_priority = float(np.asarray(sample.info.priority).reshape(-1)[0])
         self.num_fetches += 1
         return True

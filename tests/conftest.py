@@ -7,6 +7,8 @@
   returns of a run's restored policy and the returns its SavedModel gives in a
   fresh Python that never imports this library.
 - `reverb_server(tables)`: a real Reverb server, stopped after the test.
+- `wired_agent(name, env_id, **config)`: an agent wired as a run wires it (real
+  tables, a real actor that filled them for one batch, a learner), small.
 """
 
 import dataclasses
@@ -15,7 +17,8 @@ import os
 import subprocess
 import sys
 import textwrap
-from typing import Callable, Dict, List, Optional, Sequence
+import time
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import gymnasium as gym
 import numpy as np
@@ -87,6 +90,79 @@ def reverb_server():
     yield start
     for server in servers:
         server.stop()
+
+
+# Small networks and batches, so each agent's case takes seconds.
+SMALL = {
+    'clear': dict(lstm_size=8, hidden_sizes=(8,), batch_size=4, unroll_length=5,
+                  min_replay_size=4, queue_size=16),
+    'acer': dict(lstm_size=8, hidden_sizes=(8,), batch_size=4, unroll_length=5,
+                 replay_start_size=20, queue_size=16, advantage_hidden_sizes=(8,)),
+    'sac': dict(hidden_sizes=(8,), critic_hidden_sizes=(8,), batch_size=8, learning_starts=16),
+}
+WIRED_NUM_ENVS = 4
+
+
+@pytest.fixture(scope='session')
+def small_settings() -> Dict[str, Dict[str, Any]]:
+    """Per agent, config values that make its networks and batches small."""
+    return SMALL
+
+
+@dataclasses.dataclass
+class WiredAgent:
+    agent: Any
+    config: Any
+    setup: Any
+    envs: Any
+    client: reverb.Client
+    address: str
+    learner: Any
+
+
+def env_steps_for_one_batch(plan) -> int:
+    """Env steps an actor of WIRED_NUM_ENVS environments takes to fill both tables
+    for a batch."""
+    sequences = max(plan.min_replay_size, plan.batch_sequences)
+    rounds = -(-sequences // WIRED_NUM_ENVS) + 1
+    return (rounds * plan.sequence_period + plan.sequence_length) * WIRED_NUM_ENVS
+
+
+@pytest.fixture
+def wired_agent(tmp_path, reverb_server):
+    """`wired_agent(name, env_id, **config)` -> `WiredAgent`: `SMALL` settings (and
+    `config` over them), real tables and an actor that filled them for one batch."""
+    from agents import configs, registry
+    from launch import setup as setup_lib
+    from launch.actor import EpisodeStats
+    from launch.options import RunOptions
+    from replay.variables import VariablePublisher
+    made = []
+
+    def wire(name: str, env_id: str, **config) -> WiredAgent:
+        agent = registry.get(name)
+        config = configs.from_flat(agent.config_class, {**SMALL.get(name, {}), **config})
+        options = RunOptions(agent=name, env=env_id, num_envs=WIRED_NUM_ENVS,
+                             logdir=str(tmp_path))
+        envs = setup_lib.make_envs(options, config, WIRED_NUM_ENVS, 0)
+        made.append(envs)
+        setup = setup_lib.make_setup(options, config, envs)
+        server = reverb_server(setup_lib.make_server_tables(setup))
+        address = f'localhost:{server.port}'
+        client = reverb.Client(address)
+        learner = setup_lib.make_learner(setup)
+        VariablePublisher(client, list(learner.core.variables)).publish()
+        stats = EpisodeStats()
+        actor = setup_lib.make_actor(setup, client, envs, 0, stats)
+        needed, deadline = env_steps_for_one_batch(setup.plan), time.monotonic() + 60
+        actor.run(lambda: stats.env_steps >= needed or time.monotonic() > deadline,
+                  max_env_steps=needed)
+        assert stats.env_steps >= needed
+        return WiredAgent(agent, config, setup, envs, client, address, learner)
+
+    yield wire
+    for envs in made:
+        envs.close()
 
 
 def library_greedy_returns(core, action_space, env_id: str, seeds: Sequence[int]) -> List[float]:

@@ -30,6 +30,7 @@ class ACER(contract.Agent):
             queue_size=config.replay.queue_size,
             min_replay_size=1,
             replay_eviction=config.replay.replay_eviction,
+            priority_exponent=config.replay.sampling_exponent,
             schedule=contract.ReplaySchedule(ratio=config.replay_ratio,
                                              poisson=config.replay_ratio_poisson,
                                              start_size=config.min_replay_sequences,
@@ -58,4 +59,4 @@ class ACER(contract.Agent):
         return ACERLearner(make_core(), action_space, config, make_core)
 
     def metric_names(self, config: ACERConfig, action_space: ActionSpace) -> Tuple[str, ...]:
-        return METRICS
+        return METRICS + config.replay.metric_names()

@@ -67,16 +67,17 @@ class ACERLearner(LearnerBase):
         for average, variable in zip(self.average_core.variables, core.variables):
             average.assign(variable)
 
-    def _policy_surrogate(self, stats_t, average_stats_t, pi_loss_fn, mask_t):
+    def _policy_surrogate(self, stats_t, average_stats_t, pi_loss_fn, mask_t, loss_mask_t):
         """The trust-region-projected policy loss through the statistics.
 
-        `pi_loss_fn(stats)` -> per-step loss `[T, B]`. Returns (surrogate,
-        unprojected policy loss sum, KL sum).
+        `pi_loss_fn(stats)` -> per-step loss `[T, B]`, summed with weights
+        `loss_mask_t`; the KL constraint is over the valid steps `mask_t`. Returns
+        (surrogate, unprojected policy loss sum, KL sum).
         """
         phi = tf.stop_gradient(stats_t)
         with tf.GradientTape(persistent=True) as tape:
             tape.watch(phi)
-            pi_loss = tf.reduce_sum(mask_t * pi_loss_fn(phi))
+            pi_loss = tf.reduce_sum(loss_mask_t * pi_loss_fn(phi))
             kl = tf.reduce_sum(mask_t * self._actions.kl_divergence((average_stats_t,), (phi,)))
         z = -tape.gradient(pi_loss, phi)  # ascent direction, one row per step
         if self.config.use_trust_region:
@@ -102,7 +103,7 @@ class ACERLearner(LearnerBase):
             tf.stop_gradient(bootstrap_value), mask_t)
 
     def _discrete_terms(self, out: AgentOutput, average_stats_t, steps, r_t, discount_t,
-                        mask_t) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+                        mask_t, loss_mask_t) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
         config = self.config
         action_t = steps.action[0][:-1]
         logits = out.policy_params[0]  # [T + 1, B, A]
@@ -120,7 +121,7 @@ class ACERLearner(LearnerBase):
         q_ret_t = losses.retrace_targets(
             r_t, discount_t, tf.stop_gradient(q_t), tf.stop_gradient(v_t),
             tf.stop_gradient(bootstrap_value), trace_t)
-        value_loss = tf.reduce_sum(mask_t * 0.5 * tf.square(q_ret_t - q_t))
+        value_loss = tf.reduce_sum(loss_mask_t * 0.5 * tf.square(q_ret_t - q_t))
         target_t = self._policy_target(q_ret_t, r_t, discount_t, q_t, v_t, bootstrap_value,
                                        mask_t)
         advantage_t = tf.stop_gradient(target_t - v_t)
@@ -136,13 +137,14 @@ class ACERLearner(LearnerBase):
             return loss
 
         surrogate, pi_loss, kl = self._policy_surrogate(logits_t, average_stats_t, pi_loss_fn,
-                                                        mask_t)
+                                                        mask_t, loss_mask_t)
         entropy_t = -tf.reduce_sum(pi_t * log_pi_t, -1)
         return (surrogate, value_loss, entropy_t,
-                {'pi_loss': pi_loss, 'kl': kl, 'v_t': v_t, 'rho_t': rho_t})
+                {'pi_loss': pi_loss, 'kl': kl, 'v_t': v_t, 'rho_t': rho_t,
+                 'abs_td_t': tf.abs(q_ret_t - q_t)})
 
     def _continuous_terms(self, out: AgentOutput, average_stats_t, steps, r_t, discount_t,
-                          mask_t):
+                          mask_t, loss_mask_t):
         config = self.config
         space = self._actions
         action_t = steps.action[0][:-1]  # [T, B, d]
@@ -173,7 +175,7 @@ class ACERLearner(LearnerBase):
             r_t, discount_t, tf.stop_gradient(q_t), tf.stop_gradient(v_t),
             tf.stop_gradient(bootstrap_value), trace_t)
         v_target_t = tf.stop_gradient(tf.minimum(1.0, rho_t) * (q_ret_t - q_t) + v_t)
-        value_loss = tf.reduce_sum(mask_t * 0.5 * (tf.square(q_ret_t - q_t)
+        value_loss = tf.reduce_sum(loss_mask_t * 0.5 * (tf.square(q_ret_t - q_t)
                                                    + tf.square(v_target_t - v_t)))
         # Bias correction with one action a' ~ pi.
         a_prime = tf.reshape(sample(), tf.shape(action_t))
@@ -198,10 +200,11 @@ class ACERLearner(LearnerBase):
             return loss
 
         surrogate, pi_loss, kl = self._policy_surrogate(stats_t, average_stats_t, pi_loss_fn,
-                                                        mask_t)
+                                                        mask_t, loss_mask_t)
         entropy_t = space.entropy((stats_t,))
         return (surrogate, value_loss, entropy_t,
-                {'pi_loss': pi_loss, 'kl': kl, 'v_t': v_t, 'rho_t': rho_t})
+                {'pi_loss': pi_loss, 'kl': kl, 'v_t': v_t, 'rho_t': rho_t,
+                 'abs_td_t': tf.abs(q_ret_t - q_t)})
 
     @tf.function(autograph=False)  # no tensor-dependent Python control flow
     def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
@@ -209,6 +212,8 @@ class ACERLearner(LearnerBase):
         steps = batch.sequence.steps  # [T + 1, B, ...]
         inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first)
         mask_t = trajectory.valid_mask(steps.first)  # [T, B]
+        weights = self.importance_weights(batch)  # [B]: 1 unless replay is prioritized
+        loss_mask_t = mask_t * weights[None, :]
         average_out, _ = self.average_core.unroll(inputs, batch.sequence.core_state)
         average_stats_t = tf.stop_gradient(average_out.policy_params[0][:-1])
         r_t = transform_rewards(steps.reward[:-1], config.reward_scaling, config.reward_clipping)
@@ -218,8 +223,8 @@ class ACERLearner(LearnerBase):
             out, _ = self.core.unroll(inputs, batch.sequence.core_state)
             terms = self._discrete_terms if self._discrete else self._continuous_terms
             surrogate, value_loss, entropy_t, info = terms(
-                out, average_stats_t, steps, r_t, discount_t, mask_t)
-            entropy = tf.reduce_sum(mask_t * entropy_t)
+                out, average_stats_t, steps, r_t, discount_t, mask_t, loss_mask_t)
+            entropy = tf.reduce_sum(loss_mask_t * entropy_t)
             # As chainerrl: the entropy joins the policy loss after the trust-region
             # projection (it is not projected) and before pi_loss_coef weights it.
             total = (config.pi_loss_coef * (surrogate - config.beta * entropy)
@@ -251,4 +256,5 @@ class ACERLearner(LearnerBase):
             'fraction_truncated': mean(truncated),
             'grad_norm': grad_norm,
             'learning_rate': tf.identity(self.learning_rate),
+            **self.priority_outputs(batch, weights, info['abs_td_t'], mask_t),
         }

@@ -29,7 +29,8 @@ class CLEAR(contract.Agent):
             replay_size=config.replay.replay_size,
             queue_size=config.replay.queue_size,
             min_replay_size=max(config.min_replay_size, num_replayed),
-            replay_eviction=config.replay.replay_eviction)
+            replay_eviction=config.replay.replay_eviction,
+            priority_exponent=config.replay.sampling_exponent)
 
     def build_core(self, observation_space: Any, action_space: ActionSpace,
                    config: CLEARConfig) -> ActorCriticCore:
@@ -50,4 +51,4 @@ class CLEAR(contract.Agent):
     def metric_names(self, config: CLEARConfig, action_space: ActionSpace) -> Tuple[str, ...]:
         # Critic pre-training steps return only theirs (`CLEARLearner.phase`).
         return ((CRITIC_PRETRAIN_METRICS if config.critic_pretrain_steps else ()) + METRICS
-                + config.signals.metric_names())
+                + config.signals.metric_names() + config.replay.metric_names())

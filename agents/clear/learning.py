@@ -147,6 +147,8 @@ class CLEARLearner(LearnerBase):
         inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first)
         mask_t = trajectory.valid_mask(steps.first)  # [T, B]
         replayed = tf.cast(batch.replayed, tf.float32)[None, :]  # [1, B]
+        weights = self.importance_weights(batch)  # [B]: 1 unless replay is prioritized
+        loss_mask_t = mask_t * weights[None, :]
         action_t = tf.nest.map_structure(lambda x: x[:-1], steps.action)
         behaviour_params_t = tf.nest.map_structure(lambda x: x[:-1], steps.behaviour_params)
         signal_metrics = {}
@@ -167,18 +169,18 @@ class CLEARLearner(LearnerBase):
             targets = self._targets(log_rhos, discount_t, r_t, v_t, bootstrap_value)
             entropy_cost = self.entropy_cost()
             pg_advantages = targets.pg_advantages
-            baseline = tf.reduce_sum(mask_t * losses.baseline_loss(targets.vs, v_t))
+            baseline = tf.reduce_sum(loss_mask_t * losses.baseline_loss(targets.vs, v_t))
             if config.signals.intrinsic:
                 signal_advantages, signal_baseline = self._signal_targets(
                     steps, outputs.features, mask_t, log_rhos, signal_r_t)
                 pg_advantages += signal_advantages
                 baseline += signal_baseline
 
-            pg = tf.reduce_sum(mask_t * losses.policy_gradient_loss(
+            pg = tf.reduce_sum(loss_mask_t * losses.policy_gradient_loss(
                 log_pi_t, pg_advantages, config.clip_advantage))
-            entropy = tf.reduce_sum(mask_t * losses.entropy_loss(
+            entropy = tf.reduce_sum(loss_mask_t * losses.entropy_loss(
                 self._action_space.entropy(params_t)))
-            cloning_mask_t = mask_t * replayed
+            cloning_mask_t = loss_mask_t * replayed
             policy_cloning = tf.reduce_sum(cloning_mask_t * losses.policy_cloning_loss(
                 self._action_space, behaviour_params_t, params_t))
             value_cloning = tf.reduce_sum(cloning_mask_t * losses.value_cloning_loss(
@@ -211,6 +213,7 @@ class CLEARLearner(LearnerBase):
             'mean_rho': tf.reduce_sum(mask_t * tf.exp(log_pi_t - steps.behaviour_log_prob[:-1]))
                         / tf.maximum(tf.reduce_sum(mask_t), 1.0),
             **signal_metrics,
+            **self.priority_outputs(batch, weights, tf.abs(targets.vs - v_t), mask_t),
         }
 
     def _signal_targets(self, steps, features: tf.Tensor, mask_t: tf.Tensor,

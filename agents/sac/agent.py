@@ -33,6 +33,7 @@ class SAC(contract.Agent):
             queue_size=config.replay.queue_size,
             min_replay_size=config.min_replay_size,
             replay_eviction=config.replay.replay_eviction,
+            priority_exponent=config.replay.sampling_exponent,
             samples_per_insert=config.samples_per_insert,
             # Length-2 items are cheap to store but cost Reverb per sample: one item
             # holds all of an actor's environments (replay.trajectory).
@@ -71,7 +72,8 @@ class SAC(contract.Agent):
         return SACLearner(make_core(), action_space, config)
 
     def metric_names(self, config: SACConfig, action_space: ActionSpace) -> Tuple[str, ...]:
-        return metric_names(config, action_space) + config.signals.metric_names()
+        return (metric_names(config, action_space) + config.signals.metric_names()
+                + config.replay.metric_names())
 
     def demo_files(self, config: SACConfig) -> Tuple[str, ...]:
         return config.signals.demo_files

@@ -449,6 +449,7 @@ class SACLearner(LearnerBase):
         # [T * B]: 0 where the row's observation is an episode's final one (a placeholder).
         mask = 1.0 - tf.cast(_merge(steps.first[1:T + 1]), tf.float32)
         valid_rows = tf.maximum(tf.reduce_sum(mask), 1.0)
+        weights = self.importance_weights(batch)  # [B]: 1 unless replay is prioritized
         if config.normalize:  # statistics first, as ML-Agents updates before its update
             self.core.update_normalizer(learned.observation)
         alphas = tf.exp(self.log_alpha)
@@ -518,7 +519,9 @@ class SACLearner(LearnerBase):
                              memory_live if learn_memory else memory)
             q_taken = self._q_taken(self._components(q), learned.action)  # [k, R, T * B]
             q_taken = tf.transpose(q_taken, [1, 2, 0])  # [R, T * B, k]
-            critic_losses = losses.critic_loss(q_taken, targets, mask)  # [R]
+            # The importance weights of prioritized replay scale the critics' TD loss.
+            critic_losses = losses.critic_loss(q_taken, targets, mask,
+                                               tf.tile(weights, [T]))  # [R]
             critic_loss = tf.reduce_sum(critic_losses)
 
         critic_variables = self.critics.trainable_variables
@@ -573,4 +576,7 @@ class SACLearner(LearnerBase):
             metrics[f'policy/alpha_{name}'] = alpha_list[g]
             metrics[f'policy/entropy_{name}'] = losses.masked_mean(entropies[g], mask)
         metrics.update(signal_metrics)
+        metrics.update(self.priority_outputs(
+            batch, weights, tf.reshape(losses.abs_td_errors(q_taken, targets), [T, -1]),
+            tf.reshape(mask, [T, -1])))
         return metrics

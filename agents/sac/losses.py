@@ -47,19 +47,33 @@ def discrete_soft_value(q_values: Sequence[tf.Tensor], log_probs: Sequence[tf.Te
     return tf.add_n(values) / len(values)
 
 
-def critic_loss(q_taken: tf.Tensor, targets: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+def critic_loss(q_taken: tf.Tensor, targets: tf.Tensor, mask: tf.Tensor,
+                weights: Optional[tf.Tensor] = None) -> tf.Tensor:
     """Per replica 0.5 * mean (Q_r - y)^2 over valid rows.
 
     q_taken `[R, N]`, targets `[N]` (not differentiated), mask `[N]` -> `[R]`.
     With reward components, q_taken `[R, N, k]` and targets `[N, k]`: the
-    squared errors of a row's components add up.
+    squared errors of a row's components add up. `weights` `[N]` (prioritized
+    replay's importance weights) scale each row's error; the mean still
+    divides by the number of valid rows.
     """
     error = q_taken - tf.stop_gradient(targets)[None]
     squared = tf.square(error)
     if len(squared.shape) == 3:
         squared = tf.reduce_sum(squared, -1)
     count = tf.maximum(tf.reduce_sum(mask), 1.0)
+    if weights is not None:
+        mask = mask * weights
     return 0.5 * tf.reduce_sum(squared * mask[None], -1) / count
+
+
+def abs_td_errors(q_taken: tf.Tensor, targets: tf.Tensor) -> tf.Tensor:
+    """Each row's |TD error| `[N]`: the mean over replicas of |Q_r - y| (summed over
+    reward components); shapes as `critic_loss`."""
+    error = tf.abs(q_taken - tf.stop_gradient(targets)[None])
+    if len(error.shape) == 3:
+        error = tf.reduce_sum(error, -1)
+    return tf.reduce_mean(error, 0)
 
 
 def continuous_actor_loss(q_values: tf.Tensor, log_prob: tf.Tensor,

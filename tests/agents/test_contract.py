@@ -9,71 +9,35 @@ defaults otherwise).
 """
 
 import dataclasses
-import time
 
 import gymnasium as gym
 import numpy as np
 import pytest
-import reverb
 import tensorflow as tf
 
 from agents import configs, contract, registry
 from launch import data, export
 from launch import setup as setup_lib
-from launch.actor import EpisodeStats
-from launch.options import RunOptions
 from networks.cores import CoreInputs
 from networks.distributions import ActionSpace
-from replay.variables import VariablePublisher
 
-# Small networks and batches, so each agent's case takes seconds.
-SMALL = {
-    'clear': dict(lstm_size=8, hidden_sizes=(8,), batch_size=4, unroll_length=5,
-                  min_replay_size=4, queue_size=16),
-    'acer': dict(lstm_size=8, hidden_sizes=(8,), batch_size=4, unroll_length=5,
-                 replay_start_size=20, queue_size=16, advantage_hidden_sizes=(8,)),
-    'sac': dict(hidden_sizes=(8,), critic_hidden_sizes=(8,), batch_size=8, learning_starts=16),
-}
-NUM_ENVS = 4
 CASES = [(name, env) for name in sorted(registry.AGENTS)
          for env in ('CartPole-v1', 'Pendulum-v1')]
 
 
-def env_steps_for_one_batch(plan: contract.DataPlan) -> int:
-    """Env steps an actor of NUM_ENVS environments takes to fill both tables for a batch."""
-    sequences = max(plan.min_replay_size, plan.batch_sequences)
-    rounds = -(-sequences // NUM_ENVS) + 1
-    return (rounds * plan.sequence_period + plan.sequence_length) * NUM_ENVS
-
-
 @pytest.mark.parametrize('name,env_id', CASES)
-def test_agent_honours_the_contract(name, env_id, tmp_path, reverb_server):
-    agent = registry.get(name)
+def test_agent_honours_the_contract(name, env_id, tmp_path, wired_agent):
+    wired = wired_agent(name, env_id)
+    agent, config, setup, learner = wired.agent, wired.config, wired.setup, wired.learner
     assert isinstance(agent, contract.Agent) and agent.name == name
-    config = configs.from_flat(agent.config_class, SMALL.get(name, {}))
-    options = RunOptions(agent=name, env=env_id, num_envs=NUM_ENVS, logdir=str(tmp_path))
-    envs = setup_lib.make_envs(options, config, NUM_ENVS, 0)
-    setup = setup_lib.make_setup(options, config, envs)
     plan = setup.plan
     assert plan == agent.data_plan(config)
     assert plan.transitions_per_batch == plan.batch_sequences * plan.learned_steps
     assert set(plan.tables) <= {'queue', 'replay'} and plan.tables
 
-    # Real tables, a real actor, the learner's own stream.
-    server = reverb_server(setup_lib.make_server_tables(setup))
-    address = f'localhost:{server.port}'
-    client = reverb.Client(address)
-    learner = setup_lib.make_learner(setup)
-    VariablePublisher(client, list(learner.core.variables)).publish()
-    stats = EpisodeStats()
-    actor = setup_lib.make_actor(setup, client, envs, 0, stats)
-    needed, deadline = env_steps_for_one_batch(plan), time.monotonic() + 60
-    actor.run(lambda: stats.env_steps >= needed or time.monotonic() > deadline,
-              max_env_steps=needed)
-    assert stats.env_steps >= needed
-
     learner.set_progress(0.0)
-    batches = data.open_batches(address, setup.signature, plan, client, timeout_ms=30_000)
+    batches = data.open_batches(wired.address, setup.signature, plan, wired.client,
+                                timeout_ms=30_000)
     metrics = data.make_learn(learner)(batches)
     assert sorted(metrics) == sorted(agent.metric_names(config, setup.action_space))
     for key, value in metrics.items():
@@ -103,7 +67,6 @@ def test_agent_honours_the_contract(name, env_id, tmp_path, reverb_server):
         out = model.signatures['step_deterministic'](**inputs)
         assert out['action'].shape[0] == batch
         assert action_space.contains(out['action'].numpy()[0])
-    envs.close()
 
 
 def test_data_plan_checks_say_why():
@@ -129,12 +92,12 @@ def test_batch_size_means_what_each_agent_says():
 
 
 @pytest.mark.parametrize('name', sorted(registry.AGENTS))
-def test_core_sees_the_previous_reward_as_the_learner_does(name):
+def test_core_sees_the_previous_reward_as_the_learner_does(name, small_settings):
     # The seeds feed the core the transformed reward; `prev_reward_input=raw` the
     # environment's. Same weights, rewards 4 and -3: the transformed core given the
     # raw rewards equals the raw core given the hand-transformed ones.
     agent = registry.get(name)
-    small = dict(SMALL[name], lstm_size=8, reward_scaling=0.5)
+    small = dict(small_settings[name], lstm_size=8, reward_scaling=0.5)
     clipping = {} if name == 'sac' else {'reward_clipping': 'abs_one'}
     expected_r = np.array([0.5 * 4.0, 0.5 * -3.0], np.float32)
     if clipping:

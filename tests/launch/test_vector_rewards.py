@@ -83,8 +83,8 @@ def test_actor_stores_reward_vectors_in_replay(tmp_path):
         actor._fetcher = None  # no learner publishes here
         deadline = time.monotonic() + 60  # a bug here fails the test instead of hanging
         actor.run(lambda: time.monotonic() > deadline, max_env_steps=20)  # 5 items; 8 fit
-        sample = next(iter(dataset.table_dataset(f'localhost:{server.port}', tables.REPLAY,
-                                                 setup.signature, 1)))
+        sample, _ = next(iter(dataset.table_dataset(f'localhost:{server.port}', tables.REPLAY,
+                                                    setup.signature, 1)))
         reward = sample.steps.reward.numpy()[0]  # [n + 1, envs, components]
         assert reward.shape == (2, 4, 2)
         prev_reward = sample.steps.prev_reward.numpy()[0]
