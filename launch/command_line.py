@@ -96,6 +96,8 @@ def define_flags(fv: flags.FlagValues) -> None:
          'seconds between progress.csv rows (and progress lines off a terminal)')
     real('checkpoint_interval_s', _DEFAULTS.checkpoint_interval_s,
          'seconds between learner checkpoints')
+    boolean('save_replay', None, f'in-process runs: checkpoint the replay tables with the '
+            f'learner and restore them on --resume {_default_help("save_replay")}')
     string('launcher', 'inprocess', 'inprocess: one process (server, actor thread, learner); '
            'multiprocess: every role as a child process on this machine')
     integer('num_actors', 2, 'actor processes (--launcher=multiprocess)')
@@ -193,7 +195,8 @@ def resolve(fv: flags.FlagValues) -> Tuple[RunOptions, Any]:
                          f'its roles)')
     agent = registry.get(fv.agent)
     config = config_flags.config_from_flags(fv.agent, registry.CONFIG_CLASSES, fv)
-    per_agent = {name: fv[name].value for name in ('num_envs', 'num_steps', 'eval_episodes')}
+    per_agent = {name: fv[name].value
+                 for name in ('num_envs', 'num_steps', 'eval_episodes', 'save_replay')}
     env, sequence = fv.env, {}
     if fv.tasks:
         env, sequence = _task_sequence(fv, per_agent['num_steps'])

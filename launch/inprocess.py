@@ -15,7 +15,7 @@ Ctrl-C while saving, or one while a finished run evaluates, aborts
 import contextlib
 import signal
 import threading
-from typing import Any, Dict, Iterator
+from typing import Any, Callable, Dict, Iterator, Optional
 
 import numpy as np
 import reverb
@@ -23,11 +23,12 @@ import tensorflow as tf
 from absl import logging
 
 from agents import registry
-from launch import data
+from launch import console, data, rundir
 from launch import setup as setup_lib
 from launch.actor import EpisodeStats
 from launch.learner_loop import LearnerRun
 from launch.options import RunOptions
+from replay import tables as tables_lib
 
 
 @contextlib.contextmanager
@@ -69,6 +70,28 @@ def interrupt_event() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
+def _replay_checkpoints(options: RunOptions, setup: setup_lib.RunSetup, client: reverb.Client,
+                        run: LearnerRun) -> Optional[Callable[[], None]]:
+    """With `--save_replay`: says what the server restored, checkpoints the tables
+    after each learner checkpoint, and returns the checkpoint call (else None)."""
+    if not options.save_replay:
+        return None
+    held = {table: size for table, size in tables_lib.table_sizes(client).items()
+            if table in setup.plan.tables and size}
+    if held:
+        console.status(f'replay restored from {rundir.REPLAY_CHECKPOINTS}: '
+                       + ', '.join(f'{table} {size:,} items' for table, size in held.items()))
+
+    def checkpoint() -> None:
+        try:
+            logging.info('replay checkpoint %s', client.checkpoint())
+        except (RuntimeError, reverb.errors.ReverbError) as e:  # the last one stays
+            logging.warning('replay checkpoint failed: %s', e)
+
+    run.on_save.append(checkpoint)
+    return checkpoint
+
+
 def train(options: RunOptions, config: Any) -> Dict[str, Any]:
     """Trains `options.agent` with `config` in one process; returns the summary
     (also `<logdir>/summary.json`; `summary['interrupted']` after Ctrl-C). Raises
@@ -85,14 +108,15 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
         envs.close()
         envs = setup_lib.make_envs(options, config, options.num_envs, options.seed,
                                    run.start_env_steps)
-    server = reverb.Server(setup_lib.make_server_tables(setup))
+    server = setup_lib.make_server(setup, checkpoint=options.save_replay)
     address = f'localhost:{server.port}'
     client = reverb.Client(address)
+    checkpoint_replay = _replay_checkpoints(options, setup, client, run)
     publisher = run.make_publisher(client)
     publisher.publish()  # after the restore: actors start from the checkpoint's weights
 
     stats = EpisodeStats()
-    actor = setup_lib.make_actor(setup, client, envs, options.seed, stats)
+    actor = setup_lib.make_actor(setup, client, envs, options.seed, stats, run.start_env_steps)
     stop_event = threading.Event()
     actor_error = []
 
@@ -120,6 +144,9 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
             # which does not matter any more), so the process never hangs on the way out.
             stop_event.set()
             thread.join(timeout=2)
+            if checkpoint_replay is not None:  # `finish` saves after the server stopped
+                run.on_save.clear()
+                checkpoint_replay()
             server.stop()
             thread.join(timeout=30)
             run.close_data()

@@ -17,7 +17,7 @@ import math
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional
 
 import tensorflow as tf
 from absl import logging
@@ -65,6 +65,7 @@ class LearnerRun:
         self.start_learner_steps = self.learner_steps
         self.published = list(self.core.variables)
         self.priorities = None  # prioritized replay's writes (`make_publisher`)
+        self.on_save: List[Callable[[], None]] = []  # run after each checkpoint
         self._last_metrics = {}
         self._batches = None  # the last data stream, kept open until `close_data`
         self._env_steps = lambda: 0
@@ -115,6 +116,8 @@ class LearnerRun:
         self._finite_values(self._last_metrics)  # never checkpoint weights a NaN step produced
         self.env_steps_counter.assign(self.total_env_steps())
         path = self.manager.save(checkpoint_number=self.learner_steps)
+        for hook in self.on_save:
+            hook()
         if not quiet:
             console.status(f'checkpoint at env step {self.total_env_steps():,} '
                            f'(learner step {self.learner_steps:,}): {path}')

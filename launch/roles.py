@@ -50,9 +50,8 @@ from launch.learner_loop import LearnerRun
 from launch.options import RunOptions
 from launch.rundir import describe
 from replay import connection
+from replay import tables as tables_lib
 from replay.env_steps import EnvStepsCounter, EnvStepsReporter
-
-REPLAY_CHECKPOINTS = 'replay_checkpoints'
 
 
 def stop_on_signals() -> threading.Event:
@@ -90,26 +89,20 @@ def _setup(options: RunOptions, config: Any, num_envs: int = 1):
     return envs, setup_lib.make_setup(options, config, envs)
 
 
-def table_sizes(client: reverb.Client) -> Dict[str, int]:
-    return {name: info.current_size for name, info in client.server_info(timeout=10).items()}
-
-
 def run_replay(options: RunOptions, config: Any, port: int,
                checkpoint_interval_s: float, stop: threading.Event) -> None:
     """Serves the run's tables on `port` until `stop`, checkpointing them."""
     envs, setup = _setup(options, config)
     envs.close()
-    checkpointer = reverb.checkpointers.DefaultCheckpointer(
-        os.path.join(options.logdir, REPLAY_CHECKPOINTS))
-    server = reverb.Server(setup_lib.make_server_tables(setup), port=port,
-                           checkpointer=checkpointer)
+    server = setup_lib.make_server(setup, port, checkpoint=True)
     client = reverb.Client(f'localhost:{server.port}')
-    logging.info('replay server on port %d; tables hold %s', server.port, table_sizes(client))
+    logging.info('replay server on port %d; tables hold %s', server.port,
+                 tables_lib.table_sizes(client))
 
     def checkpoint():
         # Read first: the checkpoint then holds at least these replay items (read
         # after it, the sizes could count inserts the checkpoint missed).
-        sizes = table_sizes(client)
+        sizes = tables_lib.table_sizes(client)
         path = client.checkpoint()
         logging.info('replay checkpoint %s; tables held %s as it began', path, sizes)
 
@@ -211,7 +204,7 @@ def run_actor(options: RunOptions, config: Any, address: str, actor_id: int,
                                 episodes=stats.pop_new).start()
     while not stop.is_set():
         outages = watchdog.outages
-        actor = setup_lib.make_actor(setup, client, envs, seed, stats)
+        actor = setup_lib.make_actor(setup, client, envs, seed, stats, stats.env_steps)
         try:
             actor.run(lambda: stop.is_set() or watchdog.outages != outages)
         except Exception as e:  # noqa: BLE001 - any failure of a lost server's writer

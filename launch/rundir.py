@@ -18,6 +18,7 @@ import tensorflow as tf
 
 RUN_CONFIG = 'run_config.json'  # agent, env and config of a run, written at its start
 CHECKPOINTS = 'checkpoints'
+REPLAY_CHECKPOINTS = 'replay_checkpoints'  # Reverb's checkpoints of the run's tables
 
 
 class TrainingError(RuntimeError):

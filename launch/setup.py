@@ -8,6 +8,7 @@ the acting network.
 """
 
 import dataclasses
+import os
 from typing import Any, List
 
 import gymnasium as gym
@@ -16,7 +17,7 @@ import reverb
 import tensorflow as tf
 
 from agents import contract, registry
-from launch import action_repeat, console, environments, shared_spaces, task_sequence
+from launch import action_repeat, console, environments, rundir, shared_spaces, task_sequence
 from launch.actor import Actor, EpisodeStats
 from launch.options import RunOptions
 from networks.cores import ActorCriticCore
@@ -141,9 +142,20 @@ def make_server_tables(setup: RunSetup) -> List[reverb.Table]:
         priority_exponent=plan.priority_exponent)
 
 
+def make_server(setup: RunSetup, port: int = 0, checkpoint: bool = False) -> reverb.Server:
+    """The run's Reverb server on `port` (0: a free one). With `checkpoint`, it loads
+    the latest checkpoint in `<logdir>/replay_checkpoints` (if any), and
+    `client.checkpoint()` writes a new one there."""
+    checkpointer = (reverb.checkpointers.DefaultCheckpointer(
+        os.path.join(setup.options.logdir, rundir.REPLAY_CHECKPOINTS)) if checkpoint else None)
+    return reverb.Server(make_server_tables(setup), port=port or None, checkpointer=checkpointer)
+
+
 def make_actor(setup: RunSetup, client: reverb.Client, envs: gym.vector.VectorEnv, seed: int,
-               stats: EpisodeStats) -> Actor:
-    """An actor writing to the agent's tables and fetching weights from `variables`."""
+               stats: EpisodeStats, env_steps_done: int = 0) -> Actor:
+    """An actor writing to the agent's tables and fetching weights from `variables`.
+    `env_steps_done`: steps already taken (a resumed run, a reconnected actor) count
+    against the plan's uniformly random first steps."""
     core = make_core(setup)
     fetcher = VariableFetcher(client, list(core.variables))
     priority_fn = None
@@ -155,4 +167,4 @@ def make_actor(setup: RunSetup, client: reverb.Client, envs: gym.vector.VectorEn
         priority_fn = lambda table: fetcher.new_item_priority  # noqa: E731
     writer = setup.layout.writer(client, envs.num_envs, setup.plan.tables, priority_fn)
     return Actor(envs, core, setup.action_space, writer, fetcher, seed, stats,
-                 random_steps=setup.plan.random_steps)
+                 random_steps=max(0, setup.plan.random_steps - env_steps_done))

@@ -6,7 +6,7 @@ with Reverb's message instead of corrupting a batch. `queue` and `replay`
 hold items in `replay.packing`'s layout (one column per dtype).
 """
 
-from typing import Any, List, Optional
+from typing import Any, Dict, List, Optional
 
 import reverb
 import tensorflow as tf
@@ -83,3 +83,8 @@ def make_tables(signature: trajectory.Sequence,
 
 def variables_signature(variables: List[tf.Variable]) -> tuple:
     return tuple(tf.TensorSpec(v.shape, v.dtype) for v in variables)
+
+
+def table_sizes(client: reverb.Client) -> Dict[str, int]:
+    """Items each table of the server behind `client` holds."""
+    return {name: info.current_size for name, info in client.server_info(timeout=10).items()}

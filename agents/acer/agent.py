@@ -14,6 +14,7 @@ class ACER(contract.Agent):
 
     name = 'acer'
     config_class = ACERConfig
+    run_defaults = {'save_replay': True}  # a resumed run keeps its replay
 
     def data_plan(self, config: ACERConfig) -> contract.DataPlan:
         # One on-policy batch from `queue`, then `replay_ratio` replayed ones once
