@@ -20,6 +20,12 @@ reported, all runs listed):
 
 SAC: `python launch/benchmark.py --agent=sac --env=Pendulum-v1 --num_envs=8`
 (batch 256, 256x256 actor and twin critics by default).
+
+`--compare_samplers` measures instead the learner fed from Reverb twice per
+repeat, side by side: with uniform sampling and with prioritized replay
+(Reverb's prioritized selector, importance weights in the loss, priorities
+written back by `replay.priorities.PriorityUpdater`), and reports
+`priority_cost` = 1 - median(prioritized rate / uniform rate).
 """
 
 import dataclasses
@@ -44,6 +50,7 @@ from launch import setup as setup_lib  # noqa: E402
 from launch.actor import Actor  # noqa: E402
 from launch.options import RunOptions  # noqa: E402
 from replay import tables as tables_lib  # noqa: E402
+from replay.priorities import PriorityUpdater  # noqa: E402
 
 flags.DEFINE_string('agent', 'clear', f'one of {sorted(registry.AGENTS)}')
 flags.DEFINE_string('env', 'CartPole-v1', 'gymnasium id')
@@ -51,6 +58,8 @@ flags.DEFINE_integer('num_envs', 16, 'environments per actor')
 flags.DEFINE_integer('repeats', 3, 'measurements per quantity (median reported)')
 flags.DEFINE_float('seconds', 5.0, 'duration of each actor / env measurement')
 flags.DEFINE_integer('learner_steps', 100, 'learner steps per measurement')
+flags.DEFINE_bool('compare_samplers', False,
+                  'learner steps/s with uniform and with prioritized replay, side by side')
 config_flags.define_flags(registry.CONFIG_CLASSES)
 FLAGS = flags.FLAGS
 
@@ -97,7 +106,8 @@ class Setup:
         self.signature = setup.signature
         self.server = reverb.Server(tables_lib.make_tables(
             self.signature, tables_lib.variables_signature(self.learner.core.variables),
-            queue_size=10**6, replay_size=10**6, min_replay_size=1))
+            queue_size=10**6, replay_size=10**6, min_replay_size=1,
+            priority_exponent=self.plan.priority_exponent))
         self.address = f'localhost:{self.server.port}'
         self.client = reverb.Client(self.address)
         self.num_envs = num_envs
@@ -126,7 +136,9 @@ class Setup:
         """(steps/s on batches from Reverb, steps/s on one batch held in memory)."""
         iterator = data.open_batches(self.address, self.signature, self.plan, self.client,
                                      60_000)
-        learn = data.make_learn(self.learner)
+        updater = (PriorityUpdater(self.client) if self.plan.priority_exponent is not None
+                   else None)
+        learn = data.make_learn(self.learner, priorities=updater)
         fixed = next(iter(data.open_batches(self.address, self.signature, self.plan,
                                             self.client, 60_000)))
 
@@ -144,13 +156,52 @@ class Setup:
         in_memory_iterator = iter(tf.data.Dataset.from_tensors(fixed).repeat())
         from_reverb = timed(lambda: learn(iterator))
         in_memory = timed(lambda: learn(in_memory_iterator))
+        if updater is not None:
+            updater.flush()
         return from_reverb, in_memory
+
+
+def _fill(setup: Setup) -> None:
+    """Runs the actor until `queue` holds the fresh items every learner measurement
+    takes (prefetch included), and `replay` what one run of it writes."""
+    plan = setup.plan
+    needed = setup.setup.layout.items(plan.num_fresh) * (FLAGS.learner_steps + 2) * 2
+    setup.actor_rate(FLAGS.seconds)  # replay's items
+    while setup.client.server_info()[tables_lib.QUEUE].current_size < needed * FLAGS.repeats:
+        setup.actor_rate(FLAGS.seconds)
+
+
+def compare_samplers(config) -> dict:
+    """Learner steps/s fed from Reverb, uniform and prioritized, side by side."""
+    configs = {sampler: dataclasses.replace(
+        config, replay=dataclasses.replace(config.replay, replay_sampler=sampler))
+        for sampler in ('uniform', 'prioritized')}
+    setups = {name: Setup(FLAGS.agent, c, FLAGS.env, FLAGS.num_envs)
+              for name, c in configs.items()}
+    for setup in setups.values():
+        _fill(setup)
+    runs = {name: [] for name in setups}
+    for _ in range(FLAGS.repeats):
+        for name, setup in setups.items():
+            runs[name].append(setup.learner_rates(FLAGS.learner_steps)[0])
+    return {
+        'agent': FLAGS.agent, 'env': FLAGS.env, 'num_envs': FLAGS.num_envs,
+        'transitions_per_batch': setups['uniform'].plan.transitions_per_batch,
+        'config': dataclasses.asdict(configs['prioritized']), 'repeats': FLAGS.repeats,
+        'learner_steps_per_s': {name: statistics.median(r) for name, r in runs.items()},
+        'priority_cost': 1.0 - statistics.median(
+            p / u for p, u in zip(runs['prioritized'], runs['uniform'])),
+        'runs': runs,
+    }
 
 
 def main(argv):
     del argv
     agent = registry.get(FLAGS.agent)
     config = config_flags.config_from_flags(FLAGS.agent, registry.CONFIG_CLASSES)
+    if FLAGS.compare_samplers:
+        print(json.dumps(compare_samplers(config), indent=2))
+        return
     setup = Setup(FLAGS.agent, config, FLAGS.env, FLAGS.num_envs)
     runs = {'raw_env_steps_per_s': [], 'raw_sync_env_steps_per_s': [],
             'actor_env_steps_per_s': [], 'learner_steps_per_s': [],

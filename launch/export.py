@@ -16,6 +16,12 @@ Signatures (all batched; names are the inputs' and outputs' keys):
   episode's first step) and outputs `step_mul` (int32 `[B]`, in 1..N): take
   `action` that many times;
 - `step_deterministic(...)`: the same with the greedy / mean action;
+- `policy_params(first, observation, prev_action, prev_reward, state_0 ... state_K)`
+  -> `params_0 ... params_L`, `state_0 ... state_K`: the policy's distribution
+  parameters, one tensor per action leaf in the library's format (the specs'
+  `policy` lists each leaf's kind and width; `agents.prior` reads them for
+  `--prior_actor`); `first` (bool `[B]`) marks an episode's first step, where
+  the core resets its state and ignores `prev_action` and `prev_reward`;
 - `specs()` -> `specs`: a JSON string with the environment id and the
   observation, action and state shapes and dtypes (also written as the asset
   `assets/specs.json`), so a caller can check shapes.
@@ -50,7 +56,7 @@ from launch.action_repeat import ACTION, STEP_MUL
 from launch import setup as setup_lib
 from launch.options import RunOptions
 from networks.cores import ActorCriticCore, CoreInputs
-from networks.distributions import ActionSpace, from_unit_interval, to_unit_interval
+from networks.distributions import ActionSpace, env_action_tensor, to_unit_interval
 from networks.observations import observation_spec
 
 
@@ -83,7 +89,7 @@ def _concrete(fn, *args, **kwargs):
 
 
 class ExportedPolicy(tf.Module):
-    """The thin module that is saved: the core's variables and four functions."""
+    """The thin module that is saved: the core's variables and five functions."""
 
     def __init__(self, core: ActorCriticCore, action_space: ActionSpace,
                  observation_space: gym.Space, env_id: str):
@@ -114,6 +120,8 @@ class ExportedPolicy(tf.Module):
             'state': [{'shape': list(s.shape[1:]), 'dtype': s.dtype.name}
                       for s in self._state_specs],
             'first_prev_action': _first_prev_action(space),
+            'policy': [{'kind': type(leaf).__name__, 'param_size': leaf.param_size}
+                       for leaf in action_space.leaves],
             **({'step_mul': self._max_step_mul} if self._max_step_mul else {}),
         })
         inputs = {
@@ -127,6 +135,8 @@ class ExportedPolicy(tf.Module):
         }
         self.step = _concrete(lambda **kw: self._step(False, **kw), **inputs)
         self.step_deterministic = _concrete(lambda **kw: self._step(True, **kw), **inputs)
+        self.policy_params = _concrete(
+            self._policy_params, first=tf.TensorSpec([None], tf.bool, name='first'), **inputs)
         self.initial_state = _concrete(self._initial_state,
                                        tf.TensorSpec([], tf.int32, name='batch_size'))
         specs = self.specs_json
@@ -153,37 +163,34 @@ class ExportedPolicy(tf.Module):
             action = to_unit_interval(action, low, high)
         return (action,)
 
-    def _to_env(self, leaves) -> tf.Tensor:
-        space = self._space
-        dtype = self._action_spec.dtype
-        if isinstance(space, gym.spaces.Discrete):
-            return tf.cast(leaves[0], dtype) + int(space.start)
-        if isinstance(space, gym.spaces.MultiDiscrete):
-            flat = tf.stack(leaves, -1) + np.asarray(space.start, np.int32).ravel()
-            return tf.cast(tf.reshape(flat, [-1, *space.nvec.shape]), dtype)
-        action = tf.reshape(leaves[0], [-1, *space.shape])
-        if self._actions.squash:
-            action = from_unit_interval(tf.clip_by_value(action, -1.0, 1.0), space.low,
-                                        space.high)
-        return tf.cast(tf.clip_by_value(action, space.low, space.high), dtype)
-
-    def _step(self, deterministic: bool, observation, prev_action, prev_reward,
-              prev_step_mul=None, **state):
+    def _unroll_step(self, first, observation, prev_action, prev_reward, prev_step_mul, state):
+        """(per-leaf policy params, flat new state) of one core step."""
         flat_state = [state[f'state_{i}'] for i in range(len(self._state_specs))]
         structure = tf.nest.pack_sequence_as(
             self._state_structure, flat_state[:len(tf.nest.flatten(self._state_structure))])
-        first = tf.zeros(tf.shape(prev_reward), tf.bool)
         prev_leaves = self._to_leaves(prev_action)
         if self._max_step_mul:  # the head's value is the repeat count - 1 (-1: none)
             prev_leaves += (prev_step_mul - 1,)
         outputs, new_state = self._core(
             CoreInputs(observation, prev_leaves, prev_reward, first), structure)
-        params = outputs.policy_params
-        leaves = self._actions.mode(params) if deterministic else self._actions.sample(params)
         new_flat = tf.nest.flatten(new_state) or flat_state
+        return outputs.policy_params, {f'state_{i}': s for i, s in enumerate(new_flat)}
+
+    def _step(self, deterministic: bool, observation, prev_action, prev_reward,
+              prev_step_mul=None, **state):
+        first = tf.zeros(tf.shape(prev_reward), tf.bool)
+        params, new_state = self._unroll_step(first, observation, prev_action, prev_reward,
+                                              prev_step_mul, state)
+        leaves = self._actions.mode(params) if deterministic else self._actions.sample(params)
         repeat = {'step_mul': leaves[-1] + 1} if self._max_step_mul else {}
-        return {'action': self._to_env(leaves[:self._num_leaves]), **repeat,
-                **{f'state_{i}': s for i, s in enumerate(new_flat)}}
+        return {'action': env_action_tensor(self._space, self._actions.squash,
+                                            leaves[:self._num_leaves]), **repeat, **new_state}
+
+    def _policy_params(self, first, observation, prev_action, prev_reward, prev_step_mul=None,
+                       **state):
+        params, new_state = self._unroll_step(first, observation, prev_action, prev_reward,
+                                              prev_step_mul, state)
+        return {**{f'params_{i}': p for i, p in enumerate(params)}, **new_state}
 
 
 def export_policy(core: ActorCriticCore, action_space: ActionSpace,
@@ -201,6 +208,7 @@ def export_policy(core: ActorCriticCore, action_space: ActionSpace,
         'initial_state': module.initial_state,
         'step': module.step,
         'step_deterministic': module.step_deterministic,
+        'policy_params': module.policy_params,
         'specs': module.specs,
     })
     if os.path.exists(output_dir):

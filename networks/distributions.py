@@ -199,11 +199,7 @@ class Gaussian(_DiagonalGaussian):
         return tf.reduce_sum(log_std + 0.5 * math.log(2 * math.pi * math.e), -1)
 
     def kl_divergence(self, p: tf.Tensor, q: tf.Tensor) -> tf.Tensor:
-        mp, lsp = tf.split(p, 2, axis=-1)
-        mq, lsq = tf.split(q, 2, axis=-1)
-        return tf.reduce_sum(
-            lsq - lsp + (tf.exp(2 * lsp) + tf.square(mp - mq)) / (2 * tf.exp(2 * lsq)) - 0.5,
-            -1)
+        return gaussian_kl(p, q)
 
     def sample(self, p: tf.Tensor) -> tf.Tensor:
         return self._sample_unsquashed(p)
@@ -489,11 +485,38 @@ def to_unit_interval(a: Any, low: Any, high: Any) -> Any:
     return 2.0 * (a - low) / (high - low) - 1.0
 
 
+def env_action_tensor(space: gym.Space, squash: bool, leaves: Sequence[tf.Tensor]) -> tf.Tensor:
+    """Batched per-leaf actions `[B, ...]` -> the environment's format as one tensor, in
+    the graph (`ActionSpace.to_env` is the numpy version): a `Discrete` index plus its
+    `start`, a `MultiDiscrete` array of them, a `Box` action clipped to the bounds
+    (a `squash`ed one first rescaled from [-1, 1] to them)."""
+    dtype = tf.as_dtype(space.dtype)
+    if isinstance(space, gym.spaces.Discrete):
+        return tf.cast(leaves[0], dtype) + int(space.start)
+    if isinstance(space, gym.spaces.MultiDiscrete):
+        flat = tf.stack(leaves, -1) + np.asarray(space.start, np.int32).ravel()
+        return tf.cast(tf.reshape(flat, [-1, *space.nvec.shape]), dtype)
+    action = tf.reshape(leaves[0], [-1, *space.shape])
+    if squash:
+        action = from_unit_interval(tf.clip_by_value(action, -1.0, 1.0), space.low, space.high)
+    return tf.cast(tf.clip_by_value(action, space.low, space.high), dtype)
+
+
 def gaussian_log_prob(params: tf.Tensor, x: tf.Tensor) -> tf.Tensor:
     """Diagonal Gaussian log-density: params `[..., 2 d]` (mean, log-std), x `[..., d]` -> `[...]`."""
     mean, log_std = tf.split(params, 2, axis=-1)
     z = (x - mean) * tf.exp(-log_std)
     return tf.reduce_sum(-0.5 * z * z - log_std - 0.5 * math.log(2 * math.pi), -1)
+
+
+def gaussian_kl(p: tf.Tensor, q: tf.Tensor) -> tf.Tensor:
+    """KL(p || q) of diagonal Gaussians: params `[..., 2 d]` (mean, log-std) -> `[...]`.
+    Also the KL of their tanh-squashed (and rescaled) versions: KL divergence is
+    unchanged when both distributions go through the same bijection."""
+    mp, lsp = tf.split(p, 2, axis=-1)
+    mq, lsq = tf.split(q, 2, axis=-1)
+    return tf.reduce_sum(
+        lsq - lsp + (tf.exp(2 * lsp) + tf.square(mp - mq)) / (2 * tf.exp(2 * lsq)) - 0.5, -1)
 
 
 def tanh_log_det(u: tf.Tensor) -> tf.Tensor:

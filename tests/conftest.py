@@ -130,8 +130,10 @@ def env_steps_for_one_batch(plan) -> int:
 
 @pytest.fixture
 def wired_agent(tmp_path, reverb_server):
-    """`wired_agent(name, env_id, **config)` -> `WiredAgent`: `SMALL` settings (and
-    `config` over them), real tables and an actor that filled them for one batch."""
+    """`wired_agent(name, env_id, rate_limited=True, **config)` -> `WiredAgent`: `SMALL`
+    settings (and `config` over them), real tables and an actor that filled them for
+    one batch. `rate_limited=False` drops the plan's sample-to-insert ratio (SAC's),
+    under which sampling beyond it would block."""
     from agents import configs, registry
     from launch import setup as setup_lib
     from launch.actor import EpisodeStats
@@ -139,7 +141,7 @@ def wired_agent(tmp_path, reverb_server):
     from replay.variables import VariablePublisher
     made = []
 
-    def wire(name: str, env_id: str, **config) -> WiredAgent:
+    def wire(name: str, env_id: str, rate_limited: bool = True, **config) -> WiredAgent:
         agent = registry.get(name)
         config = configs.from_flat(agent.config_class, {**SMALL.get(name, {}), **config})
         options = RunOptions(agent=name, env=env_id, num_envs=WIRED_NUM_ENVS,
@@ -147,6 +149,9 @@ def wired_agent(tmp_path, reverb_server):
         envs = setup_lib.make_envs(options, config, WIRED_NUM_ENVS, 0)
         made.append(envs)
         setup = setup_lib.make_setup(options, config, envs)
+        if not rate_limited:  # a test may then sample the table as often as it likes
+            setup = dataclasses.replace(
+                setup, plan=dataclasses.replace(setup.plan, samples_per_insert=None))
         server = reverb_server(setup_lib.make_server_tables(setup))
         address = f'localhost:{server.port}'
         client = reverb.Client(address)

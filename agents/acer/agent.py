@@ -60,4 +60,4 @@ class ACER(contract.Agent):
         return ACERLearner(make_core(), action_space, config, make_core)
 
     def metric_names(self, config: ACERConfig, action_space: ActionSpace) -> Tuple[str, ...]:
-        return METRICS + config.replay.metric_names()
+        return METRICS + config.replay.metric_names() + config.prior.metric_names()

@@ -13,6 +13,7 @@ from typing import Optional, Tuple
 
 from agents import configs
 from agents.configs import field, require, sub_config
+from agents.prior import PriorConfig
 from agents.returns import REWARD_CLIPPINGS
 
 
@@ -28,6 +29,7 @@ class ACERConfig:
     disable_online_update: bool = field(
         False, 'learn from replayed batches only: on-policy batches are drained and dropped')
     replay: configs.ReplayConfig = sub_config(configs.ReplayConfig)
+    prior: PriorConfig = sub_config(PriorConfig)  # --prior_actor (agents.prior)
     # Returns.
     discounting: float = field(0.99, 'gamma')
     reward_clipping: str = field(

@@ -30,6 +30,7 @@ from typing import Callable, Dict, Tuple
 
 import tensorflow as tf
 
+from agents import prior as prior_lib
 from agents.acer import losses
 from agents.acer.config import ACERConfig
 from agents.returns import transform_rewards
@@ -64,6 +65,7 @@ class ACERLearner(LearnerBase):
         self._discrete = leaves[0].discrete
         self._action_dim = leaves[0].size
         self.average_core = make_core()
+        self._prior = prior_lib.load_prior(config.prior, core.observation_space, action_space)
         for average, variable in zip(self.average_core.variables, core.variables):
             average.assign(variable)
 
@@ -229,6 +231,13 @@ class ACERLearner(LearnerBase):
             # projection (it is not projected) and before pi_loss_coef weights it.
             total = (config.pi_loss_coef * (surrogate - config.beta * entropy)
                      + config.Q_loss_coef * value_loss)
+            prior_metrics = {}
+            if self._prior is not None:
+                kl_t = prior_lib.kl_to_prior(
+                    self._prior, self._actions, tf.nest.map_structure(lambda x: x[:-1], steps),
+                    tuple(p[:-1] for p in out.policy_params))
+                total += config.prior.prior_kl_weight * tf.reduce_sum(loss_mask_t * kl_t)
+                prior_metrics['loss/prior_kl'] = prior_lib.mean_kl(kl_t, mask_t)
             num_valid = tf.maximum(tf.reduce_sum(mask_t), 1.0)
             if config.normalize_loss_by_steps:
                 total = total / num_valid
@@ -256,5 +265,6 @@ class ACERLearner(LearnerBase):
             'fraction_truncated': mean(truncated),
             'grad_norm': grad_norm,
             'learning_rate': tf.identity(self.learning_rate),
+            **prior_metrics,
             **self.priority_outputs(batch, weights, info['abs_td_t'], mask_t),
         }

@@ -51,4 +51,5 @@ class CLEAR(contract.Agent):
     def metric_names(self, config: CLEARConfig, action_space: ActionSpace) -> Tuple[str, ...]:
         # Critic pre-training steps return only theirs (`CLEARLearner.phase`).
         return ((CRITIC_PRETRAIN_METRICS if config.critic_pretrain_steps else ()) + METRICS
-                + config.signals.metric_names() + config.replay.metric_names())
+                + config.signals.metric_names() + config.replay.metric_names()
+                + config.prior.metric_names())

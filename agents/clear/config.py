@@ -10,6 +10,7 @@ from typing import Tuple
 
 from agents import configs
 from agents.configs import field, require, sub_config
+from agents.prior import PriorConfig
 from agents.returns import REWARD_CLIPPINGS
 from agents.reward_signals import SignalsConfig
 from replay.dataset import split_batch
@@ -26,6 +27,7 @@ class CLEARConfig:
     replay_fraction: float = field(0.5, 'replayed share of a batch: 0 = IMPALA, 0.5 = CLEAR')
     min_replay_size: int = field(64, 'sequences in replay before it is sampled')
     replay: configs.ReplayConfig = sub_config(configs.ReplayConfig)
+    prior: PriorConfig = sub_config(PriorConfig)  # --prior_actor (agents.prior)
     # Returns.
     discounting: float = field(0.99, 'gamma')
     advantage: str = field('vtrace', "'vtrace' (off-policy corrected) or 'gae' (the A3C "

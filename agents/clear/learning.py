@@ -32,6 +32,7 @@ from typing import Any, Dict
 import sonnet as snt
 import tensorflow as tf
 
+from agents import prior as prior_lib
 from agents import returns, reward_signals, vtrace
 from agents.clear import losses
 from agents.clear.config import CLEARConfig
@@ -68,6 +69,7 @@ class CLEARLearner(LearnerBase):
             observation, action = reward_signals.zeros_like_specs(core.observation_space,
                                                                   action_space)
             self.signals.create_variables(observation, action)
+        self._prior = prior_lib.load_prior(config.prior, core.observation_space, action_space)
         self._gammas = tf.constant(signals.gammas, tf.float32)
         if signals.intrinsic:  # one value per intrinsic component, on the core's features
             self.signal_values = snt.Linear(len(signals.intrinsic), name='signal_values')
@@ -188,6 +190,12 @@ class CLEARLearner(LearnerBase):
             total = (pg + config.baseline_cost * baseline + entropy_cost * entropy
                      + config.policy_cloning_cost * policy_cloning
                      + config.value_cloning_cost * value_cloning)
+            if self._prior is not None:
+                kl_t = prior_lib.kl_to_prior(self._prior, self._action_space,
+                                             tf.nest.map_structure(lambda x: x[:-1], steps),
+                                             params_t)
+                total += config.prior.prior_kl_weight * tf.reduce_sum(loss_mask_t * kl_t)
+                signal_metrics['loss/prior_kl'] = prior_lib.mean_kl(kl_t, mask_t)
             if config.signals.bc_strength:
                 bc_strength = reward_signals.linear_decay(
                     config.signals.bc_strength, config.signals.bc_steps, self.num_steps)

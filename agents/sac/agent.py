@@ -73,7 +73,8 @@ class SAC(contract.Agent):
 
     def metric_names(self, config: SACConfig, action_space: ActionSpace) -> Tuple[str, ...]:
         return (metric_names(config, action_space) + config.signals.metric_names()
-                + config.replay.metric_names())
+                + config.replay.metric_names()
+                + config.prior.metric_names())
 
     def demo_files(self, config: SACConfig) -> Tuple[str, ...]:
         return config.signals.demo_files

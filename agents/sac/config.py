@@ -18,6 +18,7 @@ from typing import Any, Optional, Tuple
 
 from agents import configs
 from agents.configs import field, require, sub_config
+from agents.prior import PriorConfig
 from agents.reward_signals import SignalsConfig
 from replay.dataset import split_batch
 
@@ -46,6 +47,7 @@ class SACConfig:
     n_step: int = field(1, 'n-step TD targets (feed-forward: sequences of n + 1 steps)')
     online_fraction: float = field(0.0, 'share of a batch taken fresh from `queue` (0: replay only)')
     replay: configs.ReplayConfig = sub_config(_replay_defaults)
+    prior: PriorConfig = sub_config(PriorConfig)  # --prior_actor (agents.prior)
     # Returns.
     discounting: float = field(0.99, 'gamma')
     reward_scaling: float = field(1.0, 'rewards are multiplied by this')
@@ -138,6 +140,9 @@ class SACConfig:
                                                      or self.signals.uses_bc),
              "discrete_policy='critic' has no actor to clone into and learns scalar rewards "
              "only: reward signals and behavioural cloning need discrete_policy='actor'"),
+            (self.discrete_policy == 'actor' or not self.prior.prior_actor,
+             "discrete_policy='critic' has no actor to keep close to a prior: --prior_actor "
+             "needs discrete_policy='actor'"),
             (self.replay.replay_size >= self.min_replay_size,
              f'replay_size ({self.replay.replay_size}) must hold learning_starts '
              f'({self.learning_starts} transitions)'),

@@ -74,6 +74,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
+from agents import prior as prior_lib
 from agents import returns, reward_signals
 from agents.learner_base import LearnerBase
 from agents.sac import losses
@@ -122,6 +123,7 @@ class SACLearner(LearnerBase):
             raise ValueError('SAC needs a squashed action space (ActionSpace(space, squash=True))')
         self.core = core
         self._actions = action_space
+        self._prior = prior_lib.load_prior(config.prior, core.observation_space, action_space)
         leaves = action_space.leaves
         self._continuous = [i for i, l in enumerate(leaves) if not l.discrete]
         self._discrete = [i for i, l in enumerate(leaves) if l.discrete]
@@ -469,7 +471,7 @@ class SACLearner(LearnerBase):
             with tf.GradientTape() as actor_tape:
                 params, memory_live, next_params, next_memory = self._actor_outputs(inputs,
                                                                                     core_state)
-                params = tuple(_merge(p) for p in params)
+                params_t, params = params, tuple(_merge(p) for p in params)  # [T, B] and [T * B]
                 memory_live = None if memory_live is None else _merge(memory_live)
                 # The actor loss sees the memory as a constant input of Q.
                 memory = None if memory_live is None else tf.stop_gradient(memory_live)
@@ -503,6 +505,13 @@ class SACLearner(LearnerBase):
                 # One backward pass for both: the actor loss sees alpha as a constant and
                 # the temperature loss sees the entropy as one.
                 actor_and_alpha_loss = actor_loss + alpha_loss
+                if self._prior is not None:
+                    kl = _merge(prior_lib.kl_to_prior(  # [T * B]
+                        self._prior, self._actions, tf.nest.map_structure(lambda x: x[:T], steps),
+                        params_t))
+                    actor_and_alpha_loss += (config.prior.prior_kl_weight
+                                             * losses.masked_mean(kl, mask))
+                    signal_metrics['loss/prior_kl'] = prior_lib.mean_kl(kl, mask)
                 if config.signals.bc_strength:
                     bc_strength = reward_signals.linear_decay(
                         config.signals.bc_strength, config.signals.bc_steps, self.num_steps)

@@ -1,0 +1,163 @@
+"""A prior policy the actor is kept close to (ALF's `prior_actor`).
+
+With `--prior_actor=DIR` (any policy this library exported, `launch/export.py`,
+of the run's observation and action spaces) the actor's loss adds
+`prior_kl_weight * KL(pi || pi_prior)` at every learned step, logged as
+`loss/prior_kl`. The KL is exact for every action kind: categorical leaves
+in closed form, Gaussian ones too, and tanh-squashed Gaussians (SAC) as the
+KL of their Gaussians, which the shared squashing bijection leaves unchanged.
+
+The prior runs inside the learner's compiled step through its SavedModel's
+`policy_params` signature, over the same `[T, B]` steps the learner unrolls.
+A feed-forward prior sees each step on its own; a recurrent one starts each
+sequence from its initial state (the actor's stored state belongs to the
+learner's core, not to the prior) and resets at episode starts. The prior is
+loaded by every learner that uses it, is never trained, checkpointed or
+exported.
+"""
+
+import dataclasses
+import json
+import os
+from typing import Any, Sequence, Tuple
+
+import gymnasium as gym
+import tensorflow as tf
+
+from agents.configs import field, require
+from networks.distributions import (ActionSpace, TanhGaussian, env_action_tensor,
+                                    gaussian_kl)
+from networks.observations import observation_spec
+
+PRIOR_METRICS = ('loss/prior_kl',)
+
+
+@dataclasses.dataclass(frozen=True)
+class PriorConfig:
+    prior_actor: str = field('', 'SavedModel directory of an exported policy of the same '
+                                 "spaces; the actor loss adds KL(pi || prior) ('': none)")
+    prior_kl_weight: float = field(0.1, 'weight of KL(pi || prior) in the actor loss')
+
+    def __post_init__(self):
+        require(self.prior_kl_weight >= 0,
+                f'prior_kl_weight must be >= 0, got {self.prior_kl_weight}')
+
+    def metric_names(self) -> Tuple[str, ...]:
+        return PRIOR_METRICS if self.prior_actor else ()
+
+
+class PriorError(ValueError):
+    """A prior policy this run cannot use: missing, or of other specs."""
+
+
+def _check_specs(specs: dict, path: str, observation_space: gym.Space,
+                 action_space: ActionSpace) -> None:
+    """Raises `PriorError` unless the prior was exported for these spaces."""
+    obs = observation_spec(observation_space)
+    expected = {'observation': {'shape': list(obs.shape), 'dtype': obs.dtype.name},
+                'action space': repr(action_space.space),
+                'policy': [{'kind': type(leaf).__name__, 'param_size': leaf.param_size}
+                           for leaf in action_space.leaves]}
+    found = {'observation': specs.get('observation'),
+             'action space': specs.get('action', {}).get('space'),
+             'policy': specs.get('policy')}
+    if specs.get('step_mul'):
+        found['action space'] += f' with a learned action repeat (--step_mul={specs["step_mul"]})'
+    for what in expected:
+        if found[what] != expected[what]:
+            raise PriorError(f'--prior_actor {path!r} does not match this run: its {what} is '
+                             f'{found[what]}, this run has {expected[what]}')
+
+
+class PriorPolicy:
+    """A loaded prior: `params(steps)` gives its distribution parameters per leaf.
+
+    A plain object, not a `tf.Module`: a learner holding it keeps the prior's
+    variables out of its checkpoints.
+    """
+
+    def __init__(self, path: str, observation_space: gym.Space, action_space: ActionSpace):
+        if not os.path.isfile(os.path.join(path, 'saved_model.pb')):
+            raise PriorError(f'--prior_actor {path!r} is not a SavedModel directory '
+                             f'(no saved_model.pb); export one with launch/export.py')
+        model = tf.saved_model.load(path)
+        if 'policy_params' not in model.signatures:
+            raise PriorError(f'--prior_actor {path!r} has no policy_params signature (an '
+                             f'older export); export it again with launch/export.py')
+        specs = json.loads(model.signatures['specs']()['specs'].numpy().decode())
+        _check_specs(specs, path, observation_space, action_space)
+        self._model = model
+        self._params_fn = model.signatures['policy_params']
+        self._initial_state_fn = model.signatures['initial_state']
+        self._action_space = action_space
+        self._num_leaves = len(specs['policy'])
+        self._feed_forward = [s['shape'] for s in specs['state']] == [[0]]
+
+    def _step(self, first, observation, prev_action, prev_reward, state):
+        env_prev = env_action_tensor(self._action_space.space, self._action_space.squash,
+                                     prev_action)
+        out = self._params_fn(first=first, observation=observation, prev_action=env_prev,
+                              prev_reward=tf.cast(prev_reward, tf.float32), **state)
+        params = tuple(out[f'params_{i}'] for i in range(self._num_leaves))
+        return params, {k: v for k, v in out.items() if k.startswith('state_')}
+
+    def params(self, observation: Any, prev_action: Sequence[tf.Tensor],
+               prev_reward: tf.Tensor, first: tf.Tensor) -> Tuple[tf.Tensor, ...]:
+        """The prior's per-leaf params `[T, B, p_i]` over `[T, B]` steps (the library's
+        trajectory fields: observation `[T, B, ...]`, per-leaf `prev_action`,
+        `prev_reward` and `first` `[T, B]`). Constants: no gradient reaches the prior."""
+        shape = tf.shape(first)
+        T, B = shape[0], shape[1]
+        if self._feed_forward:  # every step on its own: one call over T * B rows
+            def merge(x):
+                return tf.reshape(x, tf.concat([[T * B], tf.shape(x)[2:]], 0))
+
+            state = self._initial_state_fn(batch_size=T * B)
+            params, _ = self._step(merge(first), tf.nest.map_structure(merge, observation),
+                                   tuple(merge(a) for a in prev_action), merge(prev_reward),
+                                   state)
+            return tuple(tf.stop_gradient(tf.reshape(p, tf.concat([[T, B], tf.shape(p)[1:]], 0)))
+                         for p in params)
+        state = self._initial_state_fn(batch_size=B)
+        steps = []
+        for t in range(first.shape[0]):  # the sequence length is static in a learner step
+            params, state = self._step(first[t], tf.nest.map_structure(lambda x: x[t], observation),
+                                       tuple(a[t] for a in prev_action), prev_reward[t], state)
+            steps.append(params)
+        return tuple(tf.stop_gradient(tf.stack(leaf, 0)) for leaf in zip(*steps))
+
+
+def load_prior(config: PriorConfig, observation_space: gym.Space,
+               action_space: ActionSpace) -> Any:
+    """The config's prior policy, or None without `prior_actor`."""
+    if not config.prior_actor:
+        return None
+    return PriorPolicy(config.prior_actor, observation_space, action_space)
+
+
+def kl_to_prior(prior: PriorPolicy, action_space: ActionSpace, steps: Any,
+                params: Sequence[tf.Tensor]) -> tf.Tensor:
+    """KL(pi || pi_prior) `[T, B]` at `steps` (trajectory fields `[T, B, ...]`), where the
+    policy's per-leaf params are `params` `[T, B, p_i]`."""
+    prior_params = prior.params(steps.observation, steps.prev_action, steps.prev_reward,
+                                steps.first)
+    return prior_kl(action_space, params, prior_params)
+
+
+def mean_kl(kl: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
+    """`loss/prior_kl`: the KL's mean over the valid steps (`mask` 1), whatever way
+    the agent sums its losses."""
+    return tf.reduce_sum(mask * kl) / tf.maximum(tf.reduce_sum(mask), 1.0)
+
+
+def prior_kl(action_space: ActionSpace, params: Sequence[tf.Tensor],
+             prior_params: Sequence[tf.Tensor]) -> tf.Tensor:
+    """KL(pi || pi_prior) `[...]`, summed over the action's leaves, from per-leaf params
+    `[..., p_i]` of the policy and of the prior (same leading shape)."""
+    total = 0.0
+    for leaf, p, q in zip(action_space.leaves, params, prior_params):
+        if isinstance(leaf, TanhGaussian):  # the Gaussians' KL (see the module docstring)
+            total += gaussian_kl(p, q)
+        else:
+            total += leaf.kl_divergence(p, q)
+    return total

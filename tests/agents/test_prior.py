@@ -1,0 +1,137 @@
+"""The prior-actor KL (`--prior_actor`, `agents.prior`): the KL against hand-computed
+values, zero when the prior is the policy itself (every agent, through a real
+SavedModel in the learner's compiled step), pulling the policy towards the
+prior, and clear errors for priors a run cannot use."""
+
+import dataclasses
+import math
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from agents import prior
+from launch import data, export
+from launch import setup as setup_lib
+from networks.distributions import ActionSpace
+
+CASES = [('clear', 'CartPole-v1', {'lstm_size': 0}), ('acer', 'CartPole-v1', {'lstm_size': 0}),
+         ('sac', 'Pendulum-v1', {}), ('sac', 'CartPole-v1', {})]
+
+
+def test_kl_matches_hand_computation():
+    categorical = ActionSpace(gym.spaces.Discrete(3))
+    p, q = np.log([[0.2, 0.3, 0.5]]), np.log([[0.6, 0.2, 0.2]])
+    expected = sum(a * math.log(a / b) for a, b in zip([0.2, 0.3, 0.5], [0.6, 0.2, 0.2]))
+    got = prior.prior_kl(categorical, (tf.constant(p, tf.float32),), (tf.constant(q, tf.float32),))
+    np.testing.assert_allclose(got.numpy(), [expected], rtol=1e-5)
+
+    # Squashed Gaussians (SAC): the Gaussians' KL, here of N(0.5, 1) against N(0, 2^2).
+    squashed = ActionSpace(gym.spaces.Box(-2.0, 2.0, (1,)), squash=True)
+    p = tf.constant([[0.5, 0.0]])
+    q = tf.constant([[0.0, math.log(2.0)]])
+    expected = math.log(2.0) + (1.0 + 0.25) / 8.0 - 0.5
+    np.testing.assert_allclose(prior.prior_kl(squashed, (p,), (q,)).numpy(), [expected],
+                               rtol=1e-5)
+    # ... which a Monte-Carlo estimate of E_pi[log pi(a) - log prior(a)] on the squashed
+    # actions agrees with.
+    leaf = squashed.leaves[0]
+    u = 0.5 + tf.random.stateless_normal([200_000, 1], seed=[1, 2])
+    a = tf.tanh(u)
+    estimate = tf.reduce_mean(leaf.log_prob(tf.tile(p, [200_000, 1]), a)
+                              - leaf.log_prob(tf.tile(q, [200_000, 1]), a))
+    np.testing.assert_allclose(estimate.numpy(), expected, atol=0.01)
+
+
+def _learner_with_prior(wired, path, learning_rate=None, **config):
+    config = dataclasses.replace(
+        wired.config, prior=prior.PriorConfig(prior_actor=path, **config))
+    if learning_rate:
+        config = dataclasses.replace(config, optimizer=dataclasses.replace(
+            config.optimizer, learning_rate=learning_rate))
+    setup = dataclasses.replace(wired.setup, config=config)
+    return setup_lib.make_learner(setup)
+
+
+def _export(wired, core, path):
+    setup = wired.setup
+    return export.export_policy(core, setup.action_space, setup.observation_space,
+                                setup.options.env, path)
+
+
+def _other_policy(wired, path):
+    """A SavedModel of another policy of the same spaces: a fresh core with its weights
+    moved far from the (near-uniform) initial policy."""
+    core = setup_lib.make_core(wired.setup)
+    for i, variable in enumerate(core.trainable_variables):
+        variable.assign_add(tf.random.stateless_normal(variable.shape, seed=[i, 0]))
+    return _export(wired, core, path)
+
+
+def _batch(wired):
+    setup = wired.setup
+    batches = data.open_batches(wired.address, setup.signature, setup.plan, wired.client,
+                                timeout_ms=30_000)
+    return next(iter(batches))
+
+
+@pytest.mark.parametrize('name,env_id,config', CASES)
+def test_kl_is_zero_when_the_prior_is_the_policy_itself(name, env_id, config, wired_agent,
+                                                         tmp_path):
+    wired = wired_agent(name, env_id, **config)
+    path = _export(wired, wired.learner.core, str(tmp_path / 'prior'))
+    learner = _learner_with_prior(wired, path, prior_kl_weight=1.0)
+    for mine, theirs in zip(learner.core.variables, wired.learner.core.variables):
+        mine.assign(theirs)
+    batch = _batch(wired)
+    metrics = learner.step(batch)
+    assert abs(float(metrics['loss/prior_kl'])) < 1e-5, metrics['loss/prior_kl']
+
+    # Another policy is a prior at a positive distance.
+    other = _other_policy(wired, str(tmp_path / 'other'))
+    other_learner = _learner_with_prior(wired, other)  # held: its step binds it weakly
+    assert float(other_learner.step(batch)['loss/prior_kl']) > 1e-2
+
+
+def test_the_kl_pulls_the_policy_towards_the_prior(wired_agent, tmp_path):
+    wired = wired_agent('clear', 'CartPole-v1', lstm_size=0)
+    other = _other_policy(wired, str(tmp_path / 'other'))
+    learner = _learner_with_prior(wired, other, learning_rate=1e-2, prior_kl_weight=100.0)
+    batch = _batch(wired)
+    kls = [float(learner.step(batch)['loss/prior_kl']) for _ in range(30)]
+    assert kls[-1] < 0.5 * kls[0], kls
+
+
+def test_a_recurrent_prior_runs_over_sequences(wired_agent, tmp_path):
+    # CLEAR's LSTM core: the prior starts each sequence from its own initial state,
+    # so the KL to itself is small but need not be 0; it must be finite.
+    wired = wired_agent('clear', 'CartPole-v1')
+    path = _export(wired, wired.learner.core, str(tmp_path / 'prior'))
+    learner = _learner_with_prior(wired, path)
+    kl = float(learner.step(_batch(wired))['loss/prior_kl'])
+    assert np.isfinite(kl) and kl >= 0.0
+
+
+def test_a_prior_of_other_specs_is_refused(wired_agent, tmp_path):
+    pendulum = wired_agent('sac', 'Pendulum-v1')
+    path = _export(pendulum, pendulum.learner.core, str(tmp_path / 'pendulum'))
+    cartpole = wired_agent('clear', 'CartPole-v1')
+    with pytest.raises(prior.PriorError, match='does not match this run: its observation'):
+        _learner_with_prior(cartpole, path)
+    with pytest.raises(prior.PriorError, match='not a SavedModel directory'):
+        _learner_with_prior(cartpole, str(tmp_path))
+
+
+def test_run_reports_a_mismatched_prior_in_one_error_line(run_cli, wired_agent, tmp_path):
+    pendulum = wired_agent('sac', 'Pendulum-v1')
+    path = _export(pendulum, pendulum.learner.core, str(tmp_path / 'pendulum'))
+    result = run_cli(['--agent=clear', '--env=CartPole-v1', '--num_envs=2', '--num_steps=100',
+                      f'--prior_actor={path}'])
+    assert result.returncode != 0
+    assert len(result.errors) == 1 and 'does not match this run' in result.errors[0], \
+        result.stderr[-2000:]
+    result = run_cli(['--agent=clear', '--env=CartPole-v1', '--prior_kl_weight=-1'])
+    assert result.returncode != 0
+    assert result.errors == ['error: prior_kl_weight must be >= 0, got -1.0'], result.stderr[-2000:]
+
