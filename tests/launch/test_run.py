@@ -135,6 +135,9 @@ def test_bad_input_gives_one_clear_line_and_nonzero_exit(args, message, run_cli,
     (['--env=Pendulum-v1', '--env_kwargs=g=2,g=3'], "--env_kwargs gives 'g' twice"),
     (['--vector_env=threads'], "vector_env must be one of ['sync', 'async']"),
     (['--resume'], 'holds no run to resume'),
+    (['--agent=sac', '--env=Pendulum-v1', '--priority_exponent=-1'],
+     'priority_exponent must be >= 0, got -1.0'),
+    (['--prior_kl_weight=-1'], 'prior_kl_weight must be >= 0, got -1.0'),
 ])
 def test_bad_values_are_one_error_line_from_main(args, message, tmp_path, capsys):
     """The same `main` the command line runs, in this process (no TF start-up per case)."""
