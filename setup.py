@@ -25,7 +25,10 @@ setup(
         "tqdm",
     ],
     extras_require={
-        "test": ["pytest>=7", "pytest-xdist>=3"],
+        # the tests exercise every launcher, Ray's included
+        "test": ["pytest>=7", "pytest-xdist>=3", "ray==2.60.0"],
+        # launch/ray_launcher.py (--launcher=ray): the version that installs with the pinned stack
+        "ray": ["ray==2.60.0"],
         # launch/evaluate.py --video_dir (gymnasium's RecordVideo and classic-control rendering)
         "video": ["moviepy", "pygame"],
     },

@@ -22,11 +22,11 @@ from typing import Any, Dict, List, Optional, Tuple
 from absl import flags
 
 from agents import registry
-from launch import config_flags, setup as setup_lib, task_sequence
+from launch import config_flags, ray_launcher, setup as setup_lib, task_sequence
 from launch.options import VECTOR_ENVS, RunOptions
 
 ROLES = ('replay', 'learner', 'actor')
-LAUNCHERS = ('inprocess', 'multiprocess')
+LAUNCHERS = ('inprocess', 'multiprocess', 'ray')
 PRESETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'presets')
 RUNS = 'runs'  # where runs without --logdir go, under the working directory
 _DEFAULTS = RunOptions(logdir='-')
@@ -99,8 +99,18 @@ def define_flags(fv: flags.FlagValues) -> None:
     boolean('save_replay', None, f'in-process runs: checkpoint the replay tables with the '
             f'learner and restore them on --resume {_default_help("save_replay")}')
     string('launcher', 'inprocess', 'inprocess: one process (server, actor thread, learner); '
-           'multiprocess: every role as a child process on this machine')
-    integer('num_actors', 2, 'actor processes (--launcher=multiprocess)')
+           'multiprocess: every role as a child process on this machine; ray: every role '
+           'as a Ray actor on a Ray cluster (pip install -e .[ray])')
+    integer('num_actors', 2, 'actor processes (--launcher=multiprocess or ray)')
+    string('ray_address', '', "--launcher=ray: '' starts a local Ray instance; 'auto' or "
+           'host:port joins a running cluster')
+    real('actor_cpus', 1.0, '--launcher=ray: CPUs each actor reserves')
+    string('actor_resources', '', '--launcher=ray: custom Ray resources each actor needs, '
+           'name=amount,... (pins actors to the nodes that have them)')
+    string('learner_resources', '', '--launcher=ray: custom Ray resources the learner (and '
+           'the replay server beside it) needs, name=amount,... (pins them to a node)')
+    integer('learner_gpus', -1, '--launcher=ray: GPUs for the learner (-1: 1 if the cluster '
+            'has a GPU, else 0)')
     string('role', '', 'run one role of a multi-process run: replay, learner or actor')
     string('replay_address', '', 'host:port of the replay server (learner, actor)')
     integer('replay_port', 0, 'port of the replay server (0: a free one). Reverb listens on '
@@ -188,6 +198,11 @@ def resolve(fv: flags.FlagValues) -> Tuple[RunOptions, Any]:
         raise ValueError(f'unknown --role={fv.role!r}; choose one of {list(ROLES)}')
     if fv.launcher not in LAUNCHERS:
         raise ValueError(f'unknown --launcher={fv.launcher!r}; choose one of {list(LAUNCHERS)}')
+    if fv.launcher != 'inprocess' and fv.num_actors < 1:
+        raise ValueError(f'--num_actors must be >= 1, got {fv.num_actors}')
+    if fv.launcher == 'ray':
+        ray_launcher.check_flags(fv.ray_address, fv.actor_cpus, fv.actor_resources,
+                                 fv.learner_resources)
     if fv.role in ('learner', 'actor') and not fv.replay_address:
         raise ValueError(f'--role={fv.role} needs --replay_address=host:port')
     if fv.role and not fv.logdir:
@@ -212,6 +227,7 @@ def resolve(fv: flags.FlagValues) -> Tuple[RunOptions, Any]:
         fixed_step_mul=fv.fixed_step_mul, eval_epsilon=fv.eval_epsilon,
         target_return=fv.target_return, log_interval_s=fv.log_interval_s,
         checkpoint_interval_s=fv.checkpoint_interval_s,
+        launcher='multiprocess' if fv.role else fv.launcher,
         **{**agent.run_defaults, **{k: v for k, v in per_agent.items() if v is not None}})
     return options, setup_lib.resolve_config(options, config)
 

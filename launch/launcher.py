@@ -108,9 +108,6 @@ def describe_exit(code: int) -> str:
 
 def run(argv: List[str], num_actors: int, replay_port: int, connect_timeout_s: float) -> int:
     """Runs every role as a child process until the learner ends; the exit status."""
-    if num_actors < 1:
-        print(f'error: --num_actors must be >= 1, got {num_actors}', file=sys.stderr)
-        return 1
     port = replay_port or free_port()
     address = f'127.0.0.1:{port}'
     base = [sys.executable, RUN_PY] + child_argv(argv)

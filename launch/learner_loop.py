@@ -283,7 +283,7 @@ class LearnerRun:
             'eval_epsilon': options.eval_epsilon,
             'saved_model': saved_model,
             'interrupted': interrupted,
-            'seed': options.seed,
+            'seed': options.seed, 'launcher': options.launcher,
             **best,
             **regret,
             **sequence,

@@ -33,6 +33,7 @@ class RunOptions:
     step_mul: int = 1  # frames per decision at most; 1: off
     fixed_step_mul: bool = False  # repeat every action step_mul times (else the policy picks)
     save_replay: bool = False  # in-process: checkpoint the Reverb tables with the learner
+    launcher: str = 'inprocess'  # what runs the roles (summary.json): inprocess, multiprocess, ray
 
     def __post_init__(self):
         for name in ('num_envs', 'num_steps', 'eval_episodes', 'publish_period'):

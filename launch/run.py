@@ -25,7 +25,7 @@ if __name__ == '__main__' and not console.verbose_requested(sys.argv):
 from absl import app, flags, logging  # noqa: E402
 
 from agents import registry  # noqa: E402
-from launch import command_line, environments, inprocess, launcher, rundir, roles  # noqa: E402
+from launch import command_line, environments, inprocess, launcher, ray_launcher, rundir, roles  # noqa: E402,E501
 from launch.options import RunOptions  # noqa: E402
 from replay import connection  # noqa: E402
 
@@ -106,6 +106,15 @@ def main(argv):
             preset = [f'--flagfile={_PRESET[0]}'] if _PRESET[0] else []
             sys.exit(launcher.run(preset + sys.argv[1:] + [f'--logdir={options.logdir}'],
                                   FLAGS.num_actors, FLAGS.replay_port, FLAGS.connect_timeout_s))
+        if FLAGS.launcher == 'ray':
+            status, summary = ray_launcher.run(
+                options, config, FLAGS.num_actors, FLAGS.ray_address, FLAGS.actor_cpus,
+                FLAGS.actor_resources, FLAGS.learner_resources, FLAGS.learner_gpus,
+                FLAGS.connect_timeout_s,
+                FLAGS.reconnect_timeout_s, FLAGS.replay_checkpoint_interval_s)
+            if summary:
+                console.status(final_table(summary, options.logdir))
+            sys.exit(status)
         summary = inprocess.train(options, config)
     except (registry.UnknownAgentError, environments.EnvironmentSetupError, rundir.TrainingError,
             connection.ServerUnavailableError, ValueError) as e:
