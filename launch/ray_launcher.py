@@ -2,34 +2,15 @@
 
 Ray places and supervises; Reverb stays the data plane. Each role is a
 `RoleHost` actor running the very functions `--role=...` processes run
-(`launch.roles`), with the run's options and config handed over as objects:
-
-- **Placement.** The replay server and the learner share one node (a
-  STRICT_PACK placement group: the learner samples from the server at local
-  speed); actors spread over the cluster (`SPREAD`), `--actor_cpus` each,
-  plus any custom resources in `--actor_resources` (pin them to nodes).
-- **The replay address** is the replay actor's node IP and a port it found
-  free there, handed to the learner and actors by the driver: nobody types it.
-- **Faults.** Every role actor has `max_restarts` and `max_task_retries`, so
-  Ray restarts a dead actor process and reruns its role: an actor starts
-  acting again; a replay server comes back on the same node and port from
-  its latest table checkpoint (learner and actors reconnect as in the
-  multi-process launcher); a learner resumes from its latest checkpoint. A
-  role that fails with an error (not a crash) ends the run with that error.
-- **Ctrl-C** in the driver: the learner checkpoints and stops, then the
-  actors, then the replay server checkpoints its tables; exit status 130.
-- **GPU.** `--learner_gpus` (-1: 1 where the cluster has a GPU, else 0)
-  gives the learner GPUs, with TensorFlow's memory growth on; actors and
-  the replay server hide every GPU from TensorFlow.
-- **Where files go.** Checkpoints, summaries and TensorBoard files are
-  written by the learner and replay roles into `--logdir` on their node:
-  shared storage, or the head node's disk when the placement group lands
-  there (on one machine, always).
-
-Without `--ray_address` a local Ray instance is started with enough logical
-CPUs for every role (on one machine roles share cores, as the multi-process
-launcher's do); with one, the cluster must have them, or the run stops with
-one error line naming the shortfall.
+(`launch.roles`), with the run's options and config handed over as objects.
+The replay server and the learner share a node (a STRICT_PACK placement
+group), actors spread over the cluster; the replay address goes from the
+replay actor to the others through the driver. Ray restarts a role whose
+process dies and reruns it (actors act again, the replay server reloads its
+table checkpoint on the same node and port, the learner resumes from its
+checkpoint); a role that raises ends the run with one error line. Ctrl-C in
+the driver stops the learner (which checkpoints), the actors, then the
+replay server (which checkpoints its tables). Design notes: docs/ray.md.
 """
 
 import os
