@@ -27,7 +27,7 @@ import tensorflow as tf
 from agents.configs import field, require
 from networks.distributions import (ActionSpace, TanhGaussian, env_action_tensor,
                                     gaussian_kl)
-from networks.observations import observation_spec
+from networks.observations import ACTION_MASK, observation_spec, split_action_mask
 
 PRIOR_METRICS = ('loss/prior_kl',)
 
@@ -50,11 +50,23 @@ class PriorError(ValueError):
     """A prior policy this run cannot use: missing, or of other specs."""
 
 
+def _masked_key(observation_space: gym.Space) -> Tuple[gym.Space, Any]:
+    """(the exported `observation` input's space, its key beside an action mask or None),
+    as `launch.export` splits a masked `Dict` observation."""
+    space, mask_size = split_action_mask(observation_space)
+    if mask_size is not None and len(space.spaces) == 1:
+        (key, space), = space.spaces.items()
+        return space, key
+    return space, None
+
+
 def _check_specs(specs: dict, path: str, observation_space: gym.Space,
                  action_space: ActionSpace) -> None:
     """Raises `PriorError` unless the prior was exported for these spaces."""
-    obs = observation_spec(observation_space)
-    expected = {'observation': {'shape': list(obs.shape), 'dtype': obs.dtype.name},
+    space, key = _masked_key(observation_space)
+    obs = observation_spec(space)
+    expected = {'observation': {'shape': list(obs.shape), 'dtype': obs.dtype.name,
+                                **({'key': key} if key else {})},
                 'action space': repr(action_space.space),
                 'policy': [{'kind': type(leaf).__name__, 'param_size': leaf.param_size}
                            for leaf in action_space.leaves]}
@@ -92,10 +104,14 @@ class PriorPolicy:
         self._action_space = action_space
         self._num_leaves = len(specs['policy'])
         self._feed_forward = [s['shape'] for s in specs['state']] == [[0]]
+        self._key = _masked_key(observation_space)[1]
 
     def _step(self, first, observation, prev_action, prev_reward, state):
         env_prev = env_action_tensor(self._action_space.space, self._action_space.squash,
                                      prev_action)
+        if self._key:  # a masked Dict: the export takes the mask as its own input
+            state = {**state, ACTION_MASK: tf.cast(observation[ACTION_MASK], tf.float32)}
+            observation = observation[self._key]
         out = self._params_fn(first=first, observation=observation, prev_action=env_prev,
                               prev_reward=tf.cast(prev_reward, tf.float32), **state)
         params = tuple(out[f'params_{i}'] for i in range(self._num_leaves))

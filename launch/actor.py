@@ -23,7 +23,7 @@ from launch.metrics import InfoMeans
 from networks.cores import ActorCriticCore, CoreInputs
 from networks.distributions import ActionSpace
 from networks.numpy_core import NumpyCore
-from networks.observations import numpy_caster
+from networks.observations import ACTION_MASK, numpy_caster
 from replay.trajectory import Step
 from replay.variables import VariableFetcher
 from replay.writer import SequenceWriter
@@ -187,8 +187,9 @@ class Actor:
         while not stop():
             action, params, log_prob, baseline, new_state = self.policy(
                 obs, prev_action, prev_reward, first, state)
-            if steps_taken < self._random_steps:
-                action, log_prob = self._action_space.sample_uniform(B, self._rng)
+            if steps_taken < self._random_steps:  # uniform over the allowed actions
+                action, log_prob = self._action_space.sample_uniform(
+                    B, self._rng, obs[ACTION_MASK] if self._core.masked else None)
             steps_taken += B
             next_obs, reward, terminated, truncated, info = self._envs.step(
                 self._action_space.to_env(action))

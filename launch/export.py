@@ -5,7 +5,6 @@ exports from a run's checkpoint; every run exports its final policy to
 `<logdir>/saved_model` (`launch/learner_loop.py`).
 
 Signatures (all batched; names are the inputs' and outputs' keys):
-
 - `initial_state(batch_size: int32 [])` -> `state_0 ... state_K`: the core's
   recurrent state (a feed-forward policy has one `[B, 0]` placeholder, so
   every signature has the same shape of interface);
@@ -22,9 +21,8 @@ Signatures (all batched; names are the inputs' and outputs' keys):
   `policy` lists each leaf's kind and width; `agents.prior` reads them for
   `--prior_actor`); `first` (bool `[B]`) marks an episode's first step, where
   the core resets its state and ignores `prev_action` and `prev_reward`;
-- `specs()` -> `specs`: a JSON string with the environment id and the
-  observation, action and state shapes and dtypes (also written as the asset
-  `assets/specs.json`), so a caller can check shapes.
+- `specs()` -> `specs`: JSON (also the asset `assets/specs.json`): env id,
+  observation, action and state shapes and dtypes, the policy's leaves.
 
 Actions and `prev_action` are in the environment's format (`Discrete`: the
 integer including `start`; `MultiDiscrete`: the integer array; `Box`: the
@@ -36,6 +34,13 @@ initial state, `prev_reward` 0 and `prev_action` = the specs' `first_prev_action
 the core encodes as no previous action (an all-zero one-hot), exactly what the
 library's core sees there; `prev_step_mul` 0 likewise. Observations must be one
 tensor (a `Box` or `Discrete` space) and actions one `Discrete`, `MultiDiscrete` or `Box`.
+
+Action masks (docs/action-masks.md): an observation `Dict` of one such tensor and
+an `action_mask` (Discrete / MultiDiscrete actions) is exported with both as
+inputs of `step` and `step_deterministic`: `observation` (the other member, whose
+key the specs' `observation.key` names) and `action_mask` (float32 `[B, n]`, 1 =
+allowed, branches concatenated; also an input of `policy_params`). Masked actions
+have probability 0. The specs then also hold `action_mask` (shape, dtype).
 """
 
 import json
@@ -43,7 +48,7 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -57,20 +62,29 @@ from launch import setup as setup_lib
 from launch.options import RunOptions
 from networks.cores import ActorCriticCore, CoreInputs
 from networks.distributions import ActionSpace, env_action_tensor, to_unit_interval
-from networks.observations import observation_spec
+from networks.observations import ACTION_MASK, observation_spec, split_action_mask
 
 
 class ExportError(ValueError):
     """A policy this exporter cannot write."""
 
 
-def _check_exportable(observation_space: gym.Space, action_space: gym.Space) -> None:
-    if not isinstance(observation_space, (gym.spaces.Box, gym.spaces.Discrete)):
-        raise ExportError(f'export needs a Box or Discrete observation space, got {observation_space}')
+def _check_exportable(observation_space: gym.Space, action_space: gym.Space
+                      ) -> Tuple[gym.Space, Optional[str], int]:
+    """(the `observation` input's space, its key in a masked Dict or None, the mask's
+    width or 0)."""
+    space, mask_size = split_action_mask(observation_space)
+    key = None
+    if mask_size is not None and len(space.spaces) == 1:
+        (key, space), = space.spaces.items()
+    if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete)):
+        raise ExportError('export needs a Box or Discrete observation space (with an '
+                          f'{ACTION_MASK!r} beside it, or not), got {observation_space}')
     if not isinstance(action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete,
                                      gym.spaces.Box)):
         raise ExportError('export needs a Discrete, MultiDiscrete or Box action space, '
                           f'got {action_space}')
+    return space, key, mask_size or 0
 
 
 def _first_prev_action(space: gym.Space):
@@ -100,7 +114,7 @@ class ExportedPolicy(tf.Module):
         self._max_step_mul = 0
         if isinstance(space, gym.spaces.Dict) and list(space.spaces) == [ACTION, STEP_MUL]:
             space, self._max_step_mul = space[ACTION], int(space[STEP_MUL].n)
-        _check_exportable(observation_space, space)
+        observation_space, self._key, mask_size = _check_exportable(observation_space, space)
         self._core = core
         self._actions = action_space
         self._num_leaves = len(action_space.leaves) - bool(self._max_step_mul)
@@ -112,10 +126,11 @@ class ExportedPolicy(tf.Module):
                              or [tf.TensorSpec([None, 0], tf.float32)])
         env_dtype = tf.as_dtype(space.dtype)
         env_shape = () if isinstance(space, gym.spaces.Discrete) else tuple(space.shape)
-        self._action_spec = tf.TensorSpec([None, *env_shape], env_dtype, name='action')
         self.specs_json = json.dumps({
             'env': env_id,
-            'observation': {'shape': list(obs.shape), 'dtype': obs.dtype.name},
+            'observation': {'shape': list(obs.shape), 'dtype': obs.dtype.name,
+                            **({'key': self._key} if self._key else {})},
+            **({ACTION_MASK: {'shape': [mask_size], 'dtype': 'float32'}} if mask_size else {}),
             'action': {'space': repr(space), 'shape': list(env_shape), 'dtype': env_dtype.name},
             'state': [{'shape': list(s.shape[1:]), 'dtype': s.dtype.name}
                       for s in self._state_specs],
@@ -126,6 +141,8 @@ class ExportedPolicy(tf.Module):
         })
         inputs = {
             'observation': tf.TensorSpec([None, *obs.shape], obs.dtype, name='observation'),
+            **({ACTION_MASK: tf.TensorSpec([None, mask_size], tf.float32, name=ACTION_MASK)}
+               if mask_size else {}),
             'prev_action': tf.TensorSpec([None, *env_shape], env_dtype, name='prev_action'),
             'prev_reward': tf.TensorSpec([None], tf.float32, name='prev_reward'),
             **({'prev_step_mul': tf.TensorSpec([None], tf.int32, name='prev_step_mul')}
@@ -163,7 +180,8 @@ class ExportedPolicy(tf.Module):
             action = to_unit_interval(action, low, high)
         return (action,)
 
-    def _unroll_step(self, first, observation, prev_action, prev_reward, prev_step_mul, state):
+    def _unroll_step(self, first, observation, prev_action, prev_reward, prev_step_mul,
+                     action_mask, state):
         """(per-leaf policy params, flat new state) of one core step."""
         flat_state = [state[f'state_{i}'] for i in range(len(self._state_specs))]
         structure = tf.nest.pack_sequence_as(
@@ -171,25 +189,27 @@ class ExportedPolicy(tf.Module):
         prev_leaves = self._to_leaves(prev_action)
         if self._max_step_mul:  # the head's value is the repeat count - 1 (-1: none)
             prev_leaves += (prev_step_mul - 1,)
+        if self._key:  # the core splits the mask off again and masks its logits
+            observation = {self._key: observation, ACTION_MASK: action_mask}
         outputs, new_state = self._core(
             CoreInputs(observation, prev_leaves, prev_reward, first), structure)
         new_flat = tf.nest.flatten(new_state) or flat_state
         return outputs.policy_params, {f'state_{i}': s for i, s in enumerate(new_flat)}
 
     def _step(self, deterministic: bool, observation, prev_action, prev_reward,
-              prev_step_mul=None, **state):
+              prev_step_mul=None, action_mask=None, **state):
         first = tf.zeros(tf.shape(prev_reward), tf.bool)
         params, new_state = self._unroll_step(first, observation, prev_action, prev_reward,
-                                              prev_step_mul, state)
+                                              prev_step_mul, action_mask, state)
         leaves = self._actions.mode(params) if deterministic else self._actions.sample(params)
         repeat = {'step_mul': leaves[-1] + 1} if self._max_step_mul else {}
         return {'action': env_action_tensor(self._space, self._actions.squash,
                                             leaves[:self._num_leaves]), **repeat, **new_state}
 
     def _policy_params(self, first, observation, prev_action, prev_reward, prev_step_mul=None,
-                       **state):
+                       action_mask=None, **state):
         params, new_state = self._unroll_step(first, observation, prev_action, prev_reward,
-                                              prev_step_mul, state)
+                                              prev_step_mul, action_mask, state)
         return {**{f'params_{i}': p for i, p in enumerate(params)}, **new_state}
 
 

@@ -12,7 +12,10 @@ TensorFlow runs (`launch/evaluate.py` is its command line).
 `prev_action` None means "no previous action" (the start of an episode,
 the model's `first_prev_action`), `prev_reward` None means zeros. A policy
 with a learned action repeat also returns how often to repeat the action
-(`state['prev_step_mul']`); `run_episode` repeats it.
+(`state['prev_step_mul']`); `run_episode` repeats it. A policy exported with an
+action mask (docs/action-masks.md) takes the environment's `Dict` observation,
+batched (`{'observation': [B, ...], 'action_mask': [B, n]}`), and never returns a
+masked action.
 """
 
 import json
@@ -41,6 +44,7 @@ class Policy:
             self.model.signatures['specs']()['specs'].numpy().decode())
         self._observation_dtype = tf.as_dtype(self.specs['observation']['dtype'])
         self._action_dtype = tf.as_dtype(self.specs['action']['dtype'])
+        self._key = self.specs['observation'].get('key')  # a masked Dict's other member
 
     @property
     def env_id(self) -> str:
@@ -57,7 +61,12 @@ class Policy:
     def step(self, observation, prev_action, prev_reward, state: Dict[str, tf.Tensor],
              deterministic: bool = True) -> Tuple[np.ndarray, Dict[str, tf.Tensor]]:
         """(action `[B, ...]`, next state) for observations `[B, ...]`; `deterministic`:
-        the greedy (or mean) action, else a sample."""
+        the greedy (or mean) action, else a sample. With an action mask, `observation`
+        is the Dict of batched members."""
+        inputs = {}
+        if self._key:
+            inputs['action_mask'] = tf.constant(observation['action_mask'], tf.float32)
+            observation = observation[self._key]
         observation = np.asarray(observation)
         batch = observation.shape[0]
         if prev_action is None:
@@ -68,7 +77,7 @@ class Policy:
         outputs = dict(self.model.signatures['step_deterministic' if deterministic else 'step'](
             observation=tf.constant(observation, self._observation_dtype),
             prev_action=tf.cast(prev_action, self._action_dtype),
-            prev_reward=tf.constant(prev_reward, tf.float32), **state))
+            prev_reward=tf.constant(prev_reward, tf.float32), **inputs, **state))
         action = outputs.pop('action').numpy()
         repeats = outputs.pop('step_mul', None)
         if repeats is not None:
@@ -78,6 +87,8 @@ class Policy:
     def check_env(self, env: gym.Env) -> None:
         """Raises `PolicyError` when `env`'s spaces are not the policy's."""
         observation = env.observation_space
+        if self._key and isinstance(observation, gym.spaces.Dict):
+            observation = observation.spaces.get(self._key)
         shape = list(getattr(observation, 'shape', None) or [])
         if shape != self.specs['observation']['shape']:
             raise PolicyError(
@@ -108,7 +119,8 @@ class Policy:
         total, regret, done = 0.0, None, False
         while not done:
             explore = bool(epsilon) and rng.random() < epsilon
-            action, state = self.step(np.asarray(observation)[None], prev_action, prev_reward,
+            batched = tf.nest.map_structure(lambda x: np.asarray(x)[None], observation)
+            action, state = self.step(batched, prev_action, prev_reward,
                                       state, deterministic and not explore)
             repeats = state.get('prev_step_mul')
             reward = 0.0

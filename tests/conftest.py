@@ -172,6 +172,7 @@ def wired_agent(tmp_path, reverb_server):
 
 def library_greedy_returns(core, action_space, env_id: str, seeds: Sequence[int]) -> List[float]:
     """In-library greedy returns, one environment, batch size 1, episode i on seeds[i]."""
+    import tensorflow as tf
     from launch.actor import Policy
 
     policy = Policy(core, action_space, seed=0, deterministic=True)
@@ -184,8 +185,8 @@ def library_greedy_returns(core, action_space, env_id: str, seeds: Sequence[int]
                             for s in action_space.action_specs())
         prev_reward, first, total, done = np.zeros([1], np.float32), np.ones([1], bool), 0.0, False
         while not done:
-            action, _, _, _, state = policy(np.asarray(obs, np.float32)[None], prev_action,
-                                            prev_reward, first, state)
+            batched = tf.nest.map_structure(lambda x: np.asarray(x, np.float32)[None], obs)
+            action, _, _, _, state = policy(batched, prev_action, prev_reward, first, state)
             obs, reward, terminated, truncated, _ = env.step(action_space.to_env(action)[0])
             total += reward
             done = terminated or truncated
@@ -206,6 +207,7 @@ STANDALONE = textwrap.dedent('''
     specs = json.loads(model.signatures['specs']()['specs'].numpy().decode())
     action_shape, action_dtype = specs['action']['shape'], tf.as_dtype(specs['action']['dtype'])
     step = model.signatures['step_deterministic']
+    key = specs['observation'].get('key')  # a Dict observation with an action mask
     env = gym.make(env_id)
     returns = []
     for seed in seeds:
@@ -216,6 +218,9 @@ STANDALONE = textwrap.dedent('''
         inputs['prev_reward'] = tf.zeros([1], tf.float32)
         total, done = 0.0, False
         while not done:
+            if key:
+                inputs['action_mask'] = tf.constant(np.asarray(obs['action_mask'], np.float32)[None])
+                obs = obs[key]
             inputs['observation'] = tf.constant(np.asarray(obs, np.float32)[None])
             out = step(**inputs)
             action = out.pop('action')
@@ -233,13 +238,15 @@ STANDALONE = textwrap.dedent('''
 
 
 def run_standalone(saved_model: str, env_id: str, seeds: Sequence[int], tmp_path) -> dict:
-    """Runs STANDALONE in a fresh Python (cwd outside the checkout); returns its JSON."""
+    """Runs STANDALONE in a fresh Python (cwd outside the checkout); returns its JSON.
+    The checkout is on its path only so that an environment id `tests.envs:...`
+    resolves; the script imports nothing of the library (checked)."""
     script = tmp_path / 'standalone.py'
     script.write_text(STANDALONE)
     result = subprocess.run(
         [sys.executable, str(script), saved_model, env_id, json.dumps(list(seeds))],
         capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', PYTHONPATH=ROOT))
     assert result.returncode == 0, result.stderr[-3000:]
     output = json.loads(result.stdout.strip().splitlines()[-1])
     assert output['library_modules'] == []

@@ -82,7 +82,8 @@ from agents.sac.config import SACConfig, resolve_target_entropy
 from networks.critics import CriticEnsemble
 from networks.cores import ActorCriticCore, CoreInputs, SoftQPolicyHead
 from networks.distributions import ActionSpace, UnsupportedSpaceError, sample_squashed
-from networks.observations import observation_spec
+from networks.observations import (
+    ACTION_MASK, observation_spec, split_action_mask, without_action_mask)
 from replay import trajectory
 from replay.dataset import Batch
 
@@ -181,7 +182,11 @@ class SACLearner(LearnerBase):
             self.signals.create_variables(*reward_signals.zeros_like_specs(
                 core.observation_space, action_space))
         num_outputs = self._num_outputs * self._reward_size
-        observation_space = core.observation_space
+        # The critics see what the actor's torso sees: the observation without its
+        # action mask (`networks.observations.ACTION_MASK`), as the critics of a
+        # `SoftQPolicyHead` do; a mask only restricts which actions the expectations
+        # over a branch include, through the policy's masked logits.
+        observation_space, _ = split_action_mask(core.observation_space)
 
         def critics(name):
             return CriticEnsemble(observation_space, config.num_critic_replicas,
@@ -211,6 +216,23 @@ class SACLearner(LearnerBase):
         self.target_critics(observation, action, memory)
         for target, source in zip(self.target_critics.variables, self.critics.variables):
             target.assign(source)
+
+    def _critic_observation(self, observation: Any) -> Any:
+        """The critics' input from an observation nest `[N, ...]`: what the actor's
+        torso sees (normalised when the core normalises), the action mask left out."""
+        if self.core.masked:
+            observation, _ = without_action_mask(observation)
+        return self.core.normalize_observation(observation)
+
+    def _target_entropies(self, observation: Any) -> List[tf.Tensor]:
+        """Each temperature group's entropy target: a scalar, or for the branches of a
+        masked core (purely discrete) `[N]`, scaled to what each row's mask allows
+        (`losses.masked_target_entropy`); observation nest `[N, ...]`."""
+        targets = tf.unstack(self.target_entropy, num=self.target_entropy.shape[0])
+        if not self.core.masked:
+            return targets
+        allowed = tf.split(observation[ACTION_MASK], self._branch_sizes, axis=-1)
+        return [losses.masked_target_entropy(t, a) for t, a in zip(targets, allowed)]
 
     def set_progress(self, fraction: float) -> None:
         super().set_progress(fraction)  # the critics'
@@ -370,7 +392,7 @@ class SACLearner(LearnerBase):
             next_params = self.core.unroll(inputs, ())[0].policy_params
         params = tuple(_merge(p) for p in next_params)
         action, log_prob, branch_log_probs = self._policy(params)
-        q = self.target_critics(self.core.normalize_observation(
+        q = self.target_critics(self._critic_observation(
             tf.nest.map_structure(_merge, observation)), action,
             None if next_memory is None else _merge(next_memory))
         values = self._expected_q(self._components(self._replica_min(q)),
@@ -462,7 +484,7 @@ class SACLearner(LearnerBase):
             signal_rewards, signal_metrics = self.signals.rewards_and_train(
                 steps.observation, steps.action, trajectory.valid_mask(steps.first))
         # The critics see what the actor's torso sees.
-        critic_observation = self.core.normalize_observation(learned.observation)
+        critic_observation = self._critic_observation(learned.observation)
 
         learn_memory = self.core.recurrent and config.memory_learns_from_critics
         # The critic tape holds the actor's unroll too, so the critics' TD loss can
@@ -499,8 +521,9 @@ class SACLearner(LearnerBase):
 
                 entropies = self._entropies(log_prob, branch_log_probs)
                 alpha_losses = [
-                    losses.temperature_loss(self.log_alpha[g], h, self.target_entropy[g], mask)
-                    for g, h in enumerate(entropies)]
+                    losses.temperature_loss(self.log_alpha[g], h, target, mask)
+                    for g, (h, target) in enumerate(
+                        zip(entropies, self._target_entropies(learned.observation)))]
                 alpha_loss = tf.add_n(alpha_losses)
                 # One backward pass for both: the actor loss sees alpha as a constant and
                 # the temperature loss sees the entropy as one.

@@ -9,6 +9,7 @@ that branch's actions (no sampling).
 
 from typing import Optional, Sequence
 
+import numpy as np
 import tensorflow as tf
 
 
@@ -99,6 +100,23 @@ def temperature_loss(log_alpha: tf.Tensor, entropy: tf.Tensor, target_entropy: f
     `mask` `[N]` (optional): the mean is over the rows where it is 1."""
     gap = tf.stop_gradient(entropy) - target_entropy
     return log_alpha * (tf.reduce_mean(gap) if mask is None else masked_mean(gap, mask))
+
+
+def masked_target_entropy(target_entropy: tf.Tensor, allowed: tf.Tensor) -> tf.Tensor:
+    """A discrete branch's entropy target per row under an action mask: `[N]`.
+
+    `target_entropy` (scalar) is the target of the whole branch of n actions
+    (`allowed` `[N, n]`, 1 where the mask allows an action); a row that allows k
+    actions can reach at most log k, so its target is scaled by log k / log n: the
+    same fraction of its largest entropy (0 where one action is left). Without
+    this, a default target of 0.2 log n would exceed log k for k = 1 and drive
+    alpha up without bound.
+    """
+    n = allowed.shape[-1]
+    if n is None or n < 2:
+        return tf.zeros_like(allowed[:, 0]) + target_entropy
+    k = tf.maximum(tf.reduce_sum(tf.cast(allowed > 0, tf.float32), -1), 1.0)
+    return target_entropy * tf.math.log(k) / float(np.log(n))
 
 
 def soft_update(targets: Sequence[tf.Variable], sources: Sequence[tf.Variable],

@@ -95,3 +95,37 @@ def test_a_mask_of_the_wrong_length_or_continuous_actions_is_refused():
         ActorCriticCore(wrong, ACTIONS)
     with pytest.raises(UnsupportedSpaceError, match='purely discrete'):
         ActorCriticCore(OBSERVATION, ActionSpace(gym.spaces.Box(-1, 1, (2,), np.float32)))
+
+
+def test_multidiscrete_masks_each_branch_with_its_own_slice():
+    actions = ActionSpace(gym.spaces.MultiDiscrete([3, 2]))
+    observation_space = gym.spaces.Dict({
+        'observation': gym.spaces.Box(-1, 1, (5,), np.float32),
+        ACTION_MASK: gym.spaces.MultiBinary(5)})  # 3 + 2 entries, branches concatenated
+    core = ActorCriticCore(observation_space, actions, hidden_sizes=(16,), lstm_size=0)
+    core.create_variables()
+    core.parts.policy_head.b.assign([0.0, 0.0, 8.0, 0.0, 8.0])  # would pick 2 and 1
+    rng, batch = np.random.default_rng(2), 1000
+    mask = np.tile(np.array([1, 1, 0, 1, 0], np.float32), (batch, 1))
+    observation = {'observation': rng.uniform(-1, 1, (batch, 5)).astype(np.float32),
+                   ACTION_MASK: mask}
+    prev_action = tuple(np.zeros(batch, np.int32) for _ in range(2))
+    outputs, _ = core(CoreInputs(observation, prev_action, np.zeros(batch, np.float32),
+                                 np.ones(batch, bool)), ())
+    first, second = (tf.nn.softmax(p).numpy() for p in outputs.policy_params)
+    np.testing.assert_array_equal(first[:, 2], 0.0)
+    np.testing.assert_array_equal(second[:, 1], 0.0)
+    np.testing.assert_allclose(second[:, 0], 1.0)
+    np.testing.assert_allclose(first[:, :2].sum(-1), 1.0, rtol=1e-6)
+    sampled = [a.numpy() for a in actions.sample(outputs.policy_params)]
+    assert set(sampled[0]) == {0, 1} and set(sampled[1]) == {0}
+    mirror = NumpyCore(core, actions, seed=0, deterministic=False)
+    taken, _, log_prob, _, _ = mirror.step(observation, prev_action,
+                                           np.zeros(batch, np.float32), np.ones(batch, bool), ())
+    assert set(taken[0]) == {0, 1} and set(taken[1]) == {0} and np.isfinite(log_prob).all()
+    uniform, _ = actions.sample_uniform(batch, rng, mask)
+    assert set(uniform[0]) == {0, 1} and set(uniform[1]) == {0}
+    wrong = gym.spaces.Dict({'observation': gym.spaces.Box(-1, 1, (5,), np.float32),
+                             ACTION_MASK: gym.spaces.MultiBinary(3)})  # one branch's width
+    with pytest.raises(UnsupportedSpaceError, match='mask has 3 entries'):
+        ActorCriticCore(wrong, actions)

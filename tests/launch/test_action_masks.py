@@ -1,0 +1,70 @@
+"""Action masks end to end (docs/action-masks.md): each agent learns
+`tests.envs.MaskedChoice`, whose jackpot action raises whenever it is masked and
+earns the most whenever it is not, without ever raising (random warm-up,
+sampled training actions, greedy evaluation); its SavedModel takes the mask as
+an input and plays greedy and sampled episodes without the library, never
+taking a masked action; a mask of the wrong length is one `error:` line."""
+
+import time
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from launch import api
+from tests import envs
+
+# Returns (10-step episodes, see MaskedChoice): best 10; "jackpot when allowed, else
+# random" ~8; "always the cue" 7.5; random among the allowed ~4.5. 9 needs both the
+# jackpot's preference and the mask overruling it.
+THRESHOLD = 9.0
+# Feed-forward: with a 16-unit LSTM, CLEAR and ACER stayed near 8 here after 12k-60k
+# steps, and CLEAR near random on the same cue task without any mask, so that is
+# the recurrent learners' budget, not the mask (docs/action-masks.md). Recurrent
+# cores are masked through the same code (tests/agents/test_action_masks.py).
+SMALL = dict(lstm_size=0, hidden_sizes=(32,), batch_size=8, unroll_length=10)
+SMALL_SAC = dict(critic_hidden_sizes=(32,), batch_size=64)
+CASES = {
+    'clear': ('clear', 6000, SMALL),
+    'acer': ('acer', 6000, SMALL),
+    'sac': ('sac', 3000, dict(hidden_sizes=(32,), **SMALL_SAC)),
+    'sac_critic_policy': ('sac', 3000, dict(discrete_policy='critic', **SMALL_SAC)),
+}
+
+
+@pytest.mark.parametrize('case', sorted(CASES))
+def test_each_agent_learns_the_masked_task_and_exports_the_mask(case, tmp_path,
+                                                                compare_exported):
+    agent, steps, config = CASES[case]
+    started = time.monotonic()
+    # MaskedActionError from any actor step would end the run with that error.
+    result = api.train(agent, envs.MASKED_CHOICE_CLI, steps, preset=False, seed=0, num_envs=8,
+                       eval_episodes=10, logdir=str(tmp_path / 'run'), **config)
+    print(f'{case}: {time.monotonic() - started:.1f} s, return '
+          f'{result.summary["eval_return_mean"]}')
+    assert result.summary['eval_return_mean'] >= THRESHOLD, result.summary
+    assert result.summary['saved_model'], 'a masked policy must export'
+
+    # The SavedModel without the library: greedy returns as the library's own.
+    expected, standalone = compare_exported(result.logdir, result.summary['saved_model'],
+                                            tmp_path)
+    np.testing.assert_allclose(standalone, expected, rtol=1e-5)
+    assert np.mean(standalone) >= THRESHOLD
+    # Sampled actions through `load_policy` (TensorFlow only): never a masked one.
+    specs = result.policy.specs
+    assert specs['action_mask'] == {'shape': [4], 'dtype': 'float32'}
+    assert specs['observation'] == {'shape': [3], 'dtype': 'float32', 'key': 'observation'}
+    env = gym.make(envs.MASKED_CHOICE_CLI)
+    sampled = [result.policy.run_episode(env, seed=s, deterministic=False) for s in range(20)]
+    assert np.mean(sampled) > 5.0  # ran 200 sampled steps without a masked action
+
+
+def test_a_mask_of_the_wrong_length_is_one_error_line(run_cli):
+    for agent in ('clear', 'sac'):
+        result = run_cli([f'--agent={agent}', '--env=tests.envs:MaskedChoiceWrongMask-v0',
+                          '--num_steps=100'])
+        assert result.returncode == 1, result.stderr[-2000:]
+        assert result.errors == [
+            'error: tests.envs:MaskedChoiceWrongMask-v0: the action mask has 5 entries but '
+            'the actions Discrete(4) need 4'], result.stderr[-2000:]
+        assert 'Traceback' not in result.stderr
