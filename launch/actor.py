@@ -200,6 +200,16 @@ class Actor:
             # Vector rewards (launch.environments): `reward` is their weighted sum.
             stored_reward = (np.where(real[:, None], info['reward_vector'], 0.0).astype(np.float32)
                              if self._vector_reward else reward)
+            # Episode bookkeeping first: a learner that sees the steps (and may end the
+            # run at its budget) sees the episodes they finished.
+            episode_return += reward
+            episode_length += real
+            done = real & (terminated | truncated)
+            if done.any():
+                for b in np.flatnonzero(done):
+                    self.stats.add_episode(float(episode_return[b]), int(episode_length[b]))
+                episode_return[done] = 0.0
+                episode_length[done] = 0
             # Counted before the write: a learner that sees the data sees the steps.
             # An action repeat (`launch.action_repeat`) reports the frames each took.
             decisions = int(real.sum())
@@ -216,15 +226,6 @@ class Actor:
                     behaviour_baseline=baseline), state)
                 if written:
                     self._after_write(flush_timeout_ms, stop)
-            # Episode bookkeeping.
-            episode_return += reward
-            episode_length += real
-            done = real & (terminated | truncated)
-            if done.any():
-                for b in np.flatnonzero(done):
-                    self.stats.add_episode(float(episode_return[b]), int(episode_length[b]))
-                episode_return[done] = 0.0
-                episode_length[done] = 0
             # The placeholder step's env.step resets the environment: next is `first`.
             first = placeholder
             placeholder = done

