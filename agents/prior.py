@@ -3,9 +3,9 @@
 With `--prior_actor=DIR` (any policy this library exported, `launch/export.py`,
 of the run's observation and action spaces) the actor's loss adds
 `prior_kl_weight * KL(pi || pi_prior)` at every learned step, logged as
-`loss/prior_kl`. The KL is exact for every action kind: categorical leaves
-in closed form, Gaussian ones too, and tanh-squashed Gaussians (SAC) as the
-KL of their Gaussians, which the shared squashing bijection leaves unchanged.
+`loss/prior_kl`. The KL is exact for every action kind
+(`ActionSpace.kl_divergence`; for SAC's tanh-squashed Gaussians, the KL of their
+Gaussians, which the shared squashing bijection leaves unchanged).
 
 The prior runs inside the learner's compiled step through its SavedModel's
 `policy_params` signature, over the same `[T, B]` steps the learner unrolls.
@@ -25,9 +25,8 @@ import gymnasium as gym
 import tensorflow as tf
 
 from agents.configs import field, require
-from networks.distributions import (ActionSpace, TanhGaussian, env_action_tensor,
-                                    gaussian_kl)
-from networks.observations import ACTION_MASK, observation_spec, split_action_mask
+from networks.distributions import ActionSpace, env_action_tensor
+from networks.observations import ACTION_MASK, exported_observation, observation_spec
 
 PRIOR_METRICS = ('loss/prior_kl',)
 
@@ -50,26 +49,15 @@ class PriorError(ValueError):
     """A prior policy this run cannot use: missing, or of other specs."""
 
 
-def _masked_key(observation_space: gym.Space) -> Tuple[gym.Space, Any]:
-    """(the exported `observation` input's space, its key beside an action mask or None),
-    as `launch.export` splits a masked `Dict` observation."""
-    space, mask_size = split_action_mask(observation_space)
-    if mask_size is not None and len(space.spaces) == 1:
-        (key, space), = space.spaces.items()
-        return space, key
-    return space, None
-
-
 def _check_specs(specs: dict, path: str, observation_space: gym.Space,
                  action_space: ActionSpace) -> None:
     """Raises `PriorError` unless the prior was exported for these spaces."""
-    space, key = _masked_key(observation_space)
+    space, key, _ = exported_observation(observation_space)
     obs = observation_spec(space)
     expected = {'observation': {'shape': list(obs.shape), 'dtype': obs.dtype.name,
                                 **({'key': key} if key else {})},
                 'action space': repr(action_space.space),
-                'policy': [{'kind': type(leaf).__name__, 'param_size': leaf.param_size}
-                           for leaf in action_space.leaves]}
+                'policy': action_space.policy_spec()}
     found = {'observation': specs.get('observation'),
              'action space': specs.get('action', {}).get('space'),
              'policy': specs.get('policy')}
@@ -104,7 +92,7 @@ class PriorPolicy:
         self._action_space = action_space
         self._num_leaves = len(specs['policy'])
         self._feed_forward = [s['shape'] for s in specs['state']] == [[0]]
-        self._key = _masked_key(observation_space)[1]
+        self._key = exported_observation(observation_space)[1]
 
     def _step(self, first, observation, prev_action, prev_reward, state):
         env_prev = env_action_tensor(self._action_space.space, self._action_space.squash,
@@ -157,23 +145,10 @@ def kl_to_prior(prior: PriorPolicy, action_space: ActionSpace, steps: Any,
     policy's per-leaf params are `params` `[T, B, p_i]`."""
     prior_params = prior.params(steps.observation, steps.prev_action, steps.prev_reward,
                                 steps.first)
-    return prior_kl(action_space, params, prior_params)
+    return action_space.kl_divergence(params, prior_params)
 
 
 def mean_kl(kl: tf.Tensor, mask: tf.Tensor) -> tf.Tensor:
     """`loss/prior_kl`: the KL's mean over the valid steps (`mask` 1), whatever way
     the agent sums its losses."""
     return tf.reduce_sum(mask * kl) / tf.maximum(tf.reduce_sum(mask), 1.0)
-
-
-def prior_kl(action_space: ActionSpace, params: Sequence[tf.Tensor],
-             prior_params: Sequence[tf.Tensor]) -> tf.Tensor:
-    """KL(pi || pi_prior) `[...]`, summed over the action's leaves, from per-leaf params
-    `[..., p_i]` of the policy and of the prior (same leading shape)."""
-    total = 0.0
-    for leaf, p, q in zip(action_space.leaves, params, prior_params):
-        if isinstance(leaf, TanhGaussian):  # the Gaussians' KL (see the module docstring)
-            total += gaussian_kl(p, q)
-        else:
-            total += leaf.kl_divergence(p, q)
-    return total

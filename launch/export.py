@@ -62,7 +62,7 @@ from launch import setup as setup_lib
 from launch.options import RunOptions
 from networks.cores import ActorCriticCore, CoreInputs
 from networks.distributions import ActionSpace, env_action_tensor, to_unit_interval
-from networks.observations import ACTION_MASK, observation_spec, split_action_mask
+from networks.observations import ACTION_MASK, exported_observation, observation_spec
 
 
 class ExportError(ValueError):
@@ -71,12 +71,8 @@ class ExportError(ValueError):
 
 def _check_exportable(observation_space: gym.Space, action_space: gym.Space
                       ) -> Tuple[gym.Space, Optional[str], int]:
-    """(the `observation` input's space, its key in a masked Dict or None, the mask's
-    width or 0)."""
-    space, mask_size = split_action_mask(observation_space)
-    key = None
-    if mask_size is not None and len(space.spaces) == 1:
-        (key, space), = space.spaces.items()
+    """`networks.observations.exported_observation`, or ExportError."""
+    space, key, mask_size = exported_observation(observation_space)
     if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete)):
         raise ExportError('export needs a Box or Discrete observation space (with an '
                           f'{ACTION_MASK!r} beside it, or not), got {observation_space}')
@@ -84,7 +80,7 @@ def _check_exportable(observation_space: gym.Space, action_space: gym.Space
                                      gym.spaces.Box)):
         raise ExportError('export needs a Discrete, MultiDiscrete or Box action space, '
                           f'got {action_space}')
-    return space, key, mask_size or 0
+    return space, key, mask_size
 
 
 def _first_prev_action(space: gym.Space):
@@ -135,8 +131,7 @@ class ExportedPolicy(tf.Module):
             'state': [{'shape': list(s.shape[1:]), 'dtype': s.dtype.name}
                       for s in self._state_specs],
             'first_prev_action': _first_prev_action(space),
-            'policy': [{'kind': type(leaf).__name__, 'param_size': leaf.param_size}
-                       for leaf in action_space.leaves],
+            'policy': action_space.policy_spec(),
             **({'step_mul': self._max_step_mul} if self._max_step_mul else {}),
         })
         inputs = {

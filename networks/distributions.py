@@ -225,7 +225,8 @@ class Gaussian(_DiagonalGaussian):
 @dataclasses.dataclass(frozen=True)
 class TanhGaussian(_DiagonalGaussian):
     """tanh of a diagonal Gaussian (SAC): actions in (-1, 1), rescaled to the Box's
-    finite bounds in `to_env`. No closed-form entropy or KL divergence."""
+    finite bounds in `to_env`. No closed-form entropy; the KL divergence is the
+    Gaussians' (`gaussian_kl`)."""
 
     def log_prob(self, p: tf.Tensor, a: tf.Tensor) -> tf.Tensor:
         # The pre-squash sample, recovered from the stored action in (-1, 1).
@@ -240,7 +241,7 @@ class TanhGaussian(_DiagonalGaussian):
         raise self._no_closed_form('entropy')
 
     def kl_divergence(self, p: tf.Tensor, q: tf.Tensor) -> tf.Tensor:
-        raise self._no_closed_form('KL divergence')
+        return gaussian_kl(p, q)  # the shared squashing bijection leaves it unchanged
 
     def sample(self, p: tf.Tensor) -> tf.Tensor:
         return tf.tanh(self._sample_unsquashed(p))
@@ -348,11 +349,16 @@ class ActionSpace:
 
     def kl_divergence(self, params_p: Sequence[tf.Tensor],
                       params_q: Sequence[tf.Tensor]) -> tf.Tensor:
-        """KL(p || q) summed over leaves: `[...]`; ValueError for a tanh-squashed leaf."""
+        """KL(p || q) summed over leaves: `[...]`."""
         total = 0.0
         for leaf, p, q in zip(self.leaves, params_p, params_q):
             total += leaf.kl_divergence(p, q)
         return total
+
+    def policy_spec(self) -> List[dict]:
+        """Each leaf's distribution kind and parameter width (an export's specs)."""
+        return [{'kind': type(leaf).__name__, 'param_size': leaf.param_size}
+                for leaf in self.leaves]
 
     def sample(self, params: Sequence[tf.Tensor]) -> Tuple[tf.Tensor, ...]:
         """One action per row: params `[B, ...]` -> per-leaf `[B]` / `[B, d]`."""

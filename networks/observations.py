@@ -42,6 +42,19 @@ def split_action_mask(space: gym.Space) -> Tuple[gym.Space, Optional[int]]:
     return gym.spaces.Dict(rest), int(mask.shape[0])
 
 
+def exported_observation(space: gym.Space) -> Tuple[gym.Space, Optional[str], int]:
+    """How a SavedModel takes observations of `space` (`launch.export`): (the space of
+    its `observation` input, that member's key in a masked `Dict` or None, the
+    mask's width or 0). A masked `Dict` of one member besides the mask exports that
+    member; any other space is returned as it is (the exporter refuses what it
+    cannot take)."""
+    rest, mask_size = split_action_mask(space)
+    if mask_size is not None and len(rest.spaces) == 1:
+        (key, member), = rest.spaces.items()
+        return member, key, mask_size
+    return rest, None, mask_size or 0
+
+
 def without_action_mask(observation: Any) -> Tuple[Any, Any]:
     """(the observation without its `ACTION_MASK` entry, the mask); a dict of
     batched values in, the mask `[N, n]`."""

@@ -25,7 +25,7 @@ def test_kl_matches_hand_computation():
     categorical = ActionSpace(gym.spaces.Discrete(3))
     p, q = np.log([[0.2, 0.3, 0.5]]), np.log([[0.6, 0.2, 0.2]])
     expected = sum(a * math.log(a / b) for a, b in zip([0.2, 0.3, 0.5], [0.6, 0.2, 0.2]))
-    got = prior.prior_kl(categorical, (tf.constant(p, tf.float32),), (tf.constant(q, tf.float32),))
+    got = categorical.kl_divergence((tf.constant(p, tf.float32),), (tf.constant(q, tf.float32),))
     np.testing.assert_allclose(got.numpy(), [expected], rtol=1e-5)
 
     # Squashed Gaussians (SAC): the Gaussians' KL, here of N(0.5, 1) against N(0, 2^2).
@@ -33,7 +33,7 @@ def test_kl_matches_hand_computation():
     p = tf.constant([[0.5, 0.0]])
     q = tf.constant([[0.0, math.log(2.0)]])
     expected = math.log(2.0) + (1.0 + 0.25) / 8.0 - 0.5
-    np.testing.assert_allclose(prior.prior_kl(squashed, (p,), (q,)).numpy(), [expected],
+    np.testing.assert_allclose(squashed.kl_divergence((p,), (q,)).numpy(), [expected],
                                rtol=1e-5)
     # ... which a Monte-Carlo estimate of E_pi[log pi(a) - log prior(a)] on the squashed
     # actions agrees with.
