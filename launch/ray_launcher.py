@@ -13,6 +13,7 @@ the driver stops the learner (which checkpoints), the actors, then the
 replay server (which checkpoints its tables). Design notes: docs/ray.md.
 """
 
+import collections
 import os
 import socket
 import sys
@@ -154,11 +155,12 @@ def connect(address: str, num_cpus: float) -> None:
 
 
 def _check_resources(num_actors: int, actor_cpus: float, actor_resources: Dict[str, float],
-                     learner_gpus: int) -> None:
+                     learner_resources: Dict[str, float], learner_gpus: int) -> None:
     import ray
     total = ray.cluster_resources()
-    needed = {'CPU': 2 + num_actors * actor_cpus, 'GPU': learner_gpus,
-              **{name: num_actors * amount for name, amount in actor_resources.items()}}
+    needed = collections.Counter({'CPU': 2 + num_actors * actor_cpus, 'GPU': learner_gpus})
+    needed.update({name: num_actors * amount for name, amount in actor_resources.items()})
+    needed.update(learner_resources)
     short = [f'{name} {amount:g} (it has {total.get(name, 0):g})'
              for name, amount in needed.items() if amount and total.get(name, 0) < amount]
     if short:
@@ -188,13 +190,13 @@ def run(options: RunOptions, config: Any, num_actors: int, address: str, actor_c
     try:
         if learner_gpus < 0:
             learner_gpus = 1 if ray.cluster_resources().get('GPU', 0) >= 1 else 0
-        _check_resources(num_actors, actor_cpus, resources, learner_gpus)
+        _check_resources(num_actors, actor_cpus, resources, learner_node, learner_gpus)
         learner_bundle = {'CPU': 1, **learner_node, **({'GPU': learner_gpus} if learner_gpus
                                                        else {})}
         group = placement_group([{'CPU': 1}, learner_bundle], strategy='STRICT_PACK')
         if not group.wait(PLACEMENT_TIMEOUT_S):
             raise RayLaunchError('no node of the Ray cluster can hold the replay server and '
-                                 f'the learner together (2 CPUs, {learner_gpus} GPUs)')
+                                 f'the learner together: {dict(learner_bundle, CPU=2)}')
         host = ray.remote(RoleHost)
         retries = dict(max_restarts=MAX_RESTARTS, max_task_retries=-1, max_concurrency=2)
 
