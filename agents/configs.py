@@ -30,11 +30,13 @@ LEARNING_RATE_SCHEDULES = ('linear', 'constant')
 OPTIMIZERS = ('adam', 'rmsprop')
 REPLAY_EVICTIONS = ('fifo', 'reservoir')
 REPLAY_SAMPLERS = ('uniform', 'prioritized')
-TORSOS = ('auto', 'mlp', 'nature_cnn', 'impala_resnet', 'simple')
+TORSOS = ('auto', 'mlp', 'nature_cnn', 'impala_resnet', 'simple', 'minatar', 'nature', 'impala')
 
 
 PREV_REWARD_INPUTS = ('transformed', 'raw')
-TORSO_DOC = "'auto', 'mlp', 'nature_cnn', 'impala_resnet' or 'simple' (ML-Agents)"
+TORSO_DOC = ("'auto' (by the observation: mlp, minatar under 36x36 images, else nature_cnn), "
+             "'mlp', 'nature_cnn' ('nature'), 'impala_resnet' ('impala'), 'simple' (ML-Agents) "
+             "or 'minatar' (the MinAtar paper's conv 16 3x3)")
 PREV_REWARD_DOC = ("the core's previous-reward input: 'transformed' (as the learner sees it, "
                    "as the seeds) or 'raw'")
 

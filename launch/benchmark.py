@@ -4,7 +4,9 @@ Measured side by side in one process, each `--repeats` times (medians
 reported, all runs listed):
 
 - `raw_env_steps_per_s`: the vector environment alone, random actions
-  (`make_vec`'s default implementation, and a `SyncVectorEnv`);
+  (`make_vec`'s default implementation, and a `SyncVectorEnv`), with the
+  wrappers a run adds (`launch.suites`); env steps are frames where the
+  environment reports them (Atari: 4 per decision), as a run counts them;
 - `actor_env_steps_per_s`: the actor loop (batched policy, numpy buffers,
   sequences into a real Reverb server), no learner;
 - `learner_steps_per_s`, `learner_samples_per_s`: learner steps on mixed
@@ -16,7 +18,13 @@ reported, all runs listed):
 - `learner_in_memory_steps_per_s`: the same learner step reading one fixed
   batch held in memory (a repeating `tf.data` dataset, read inside the
   compiled step as the Reverb batches are), and `reverb_feed_cost` =
-  1 - Reverb rate / in-memory rate (what feeding from Reverb costs).
+  1 - Reverb rate / in-memory rate (what feeding from Reverb costs);
+- with `--run_steps=N`, `run_env_steps_per_s`: a whole in-process run of N
+  env steps (actor, Reverb and learner together), from its summary.json.
+
+Atari (`pip install -e '.[atari]'`): `python launch/benchmark.py
+--flagfile=launch/presets/benchmark_clear_pong.flags` (CLEAR, Nature CNN,
+batches of 32 x 20 frames' decisions).
 
 SAC: `python launch/benchmark.py --agent=sac --env=Pendulum-v1 --num_envs=8`
 (batch 256, 256x256 actor and twin critics by default).
@@ -33,19 +41,21 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 
-import gymnasium as gym  # noqa: E402
+import numpy as np  # noqa: E402
 import reverb  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from agents import registry  # noqa: E402
-from launch import config_flags, data, environments  # noqa: E402
+from launch import config_flags, data, environments, inprocess  # noqa: E402
+from launch.action_repeat import FRAMES  # noqa: E402
 from launch import setup as setup_lib  # noqa: E402
 from launch.actor import Actor  # noqa: E402
 from launch.options import RunOptions  # noqa: E402
@@ -58,6 +68,8 @@ flags.DEFINE_integer('num_envs', 16, 'environments per actor')
 flags.DEFINE_integer('repeats', 3, 'measurements per quantity (median reported)')
 flags.DEFINE_float('seconds', 5.0, 'duration of each actor / env measurement')
 flags.DEFINE_integer('learner_steps', 100, 'learner steps per measurement')
+flags.DEFINE_integer('run_steps', 0, 'also time whole in-process runs of this many env '
+                     'steps (run_env_steps_per_s); 0: not')
 flags.DEFINE_bool('compare_samplers', False,
                   'learner steps/s with uniform and with prioritized replay, side by side')
 config_flags.define_flags(registry.CONFIG_CLASSES)
@@ -74,22 +86,32 @@ def _timed_loop(fn, seconds):
 
 
 def raw_env_rate(env_id, num_envs, seconds, mode=None, reward_weights=None):
-    if reward_weights:  # vector rewards step only in the library's weighting SyncVectorEnv
-        envs = environments.make_vector_env(env_id, num_envs, 0, reward_weights=reward_weights)
-    else:
-        envs = gym.make_vec(env_id, num_envs=num_envs, vectorization_mode=mode)
+    """Env steps/s of the vector env a run makes (its suite's wrappers included),
+    random actions; frames where the env reports them (Atari's frame skip)."""
+    envs = environments.make_vector_env(env_id, num_envs, 0, vectorization_mode=mode,
+                                        reward_weights=reward_weights)
     envs.reset(seed=0)
     envs.action_space.seed(0)
     actions = [envs.action_space.sample() for _ in range(64)]
-    i = [0]
+    i, frames = [0], [0]
 
     def step():
-        envs.step(actions[i[0] % 64])
+        info = envs.step(actions[i[0] % 64])[-1]
+        frames[0] += int(np.sum(info[FRAMES])) if FRAMES in info else num_envs
         i[0] += 1
 
-    count, elapsed = _timed_loop(step, seconds)
+    _, elapsed = _timed_loop(step, seconds)
     envs.close()
-    return count * num_envs / elapsed
+    return frames[0] / elapsed
+
+
+def run_rate(config, num_steps: int) -> float:
+    """Env steps/s of a whole in-process run (`launch/run.py`'s) of `num_steps`, from
+    its summary.json: start-up (tracing) and its one evaluation episode included."""
+    with tempfile.TemporaryDirectory() as logdir:
+        options = RunOptions(agent=FLAGS.agent, env=FLAGS.env, num_envs=FLAGS.num_envs,
+                             num_steps=num_steps, logdir=logdir, eval_episodes=1)
+        return inprocess.train(options, config)['env_steps_per_s']
 
 
 class Setup:
@@ -224,6 +246,8 @@ def main(argv):
         from_reverb, in_memory = setup.learner_rates(FLAGS.learner_steps)
         runs['learner_steps_per_s'].append(from_reverb)
         runs['learner_in_memory_steps_per_s'].append(in_memory)
+        if FLAGS.run_steps:
+            runs.setdefault('run_env_steps_per_s', []).append(run_rate(config, FLAGS.run_steps))
     median = {k: statistics.median(v) for k, v in runs.items()}
     samples_per_step = plan.transitions_per_batch
     result = {

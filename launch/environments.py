@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import gymnasium as gym
 import numpy as np
 
-from launch import bandits
+from launch import bandits, suites
 from networks.distributions import ActionSpace, UnsupportedSpaceError
 from networks.observations import observation_spec
 
@@ -41,7 +41,10 @@ def check_env_id(env_id: str) -> None:
         except ImportError as e:
             raise EnvironmentSetupError(f'cannot import {module!r} for environment {env_id!r}: {e}') from None
     try:
+        suites.register(name)
         gym.spec(name)
+    except suites.MissingExtraError as e:
+        raise EnvironmentSetupError(str(e)) from None
     except gym.error.Error as e:
         raise EnvironmentSetupError(f'unknown environment {env_id!r}: {e}') from None
 
@@ -81,10 +84,11 @@ def env_reward_size(env: gym.Env) -> int:
 
 def make_env(env_id: str, env_kwargs: Optional[Mapping[str, Any]] = None) -> gym.Env:
     """One environment of `env_id` (`module:Env-v0` too) made with `env_kwargs`, without
-    gymnasium's checker; `EnvironmentSetupError` (one line) when it cannot be made."""
+    gymnasium's checker and with its suite's wrappers (`launch.suites`);
+    `EnvironmentSetupError` (one line) when it cannot be made."""
     check_env_id(env_id)
     try:
-        return gym.make(env_id, disable_env_checker=True, **(env_kwargs or {}))
+        return suites.make(env_id, **(env_kwargs or {}))
     except Exception as e:  # gymnasium raises many kinds (missing extras, bad kwargs).
         raise EnvironmentSetupError(f'cannot make environment {env_id!r}'
                                     f'{_with(env_kwargs)}: {e}') from None
@@ -129,7 +133,7 @@ def make_vector_env(env_id: str, num_envs: int, seed: int,
     wrap = wrap or _same
 
     def make_one() -> gym.Env:
-        return wrap(gym.make(env_id, disable_env_checker=True, **kwargs))
+        return wrap(suites.make(env_id, **kwargs))
 
     try:
         if reward_weights:
@@ -140,7 +144,7 @@ def make_vector_env(env_id: str, num_envs: int, seed: int,
             envs = VectorRewardSyncVectorEnv([make_one] * num_envs, reward_weights)
         elif vectorization_mode == 'async':
             envs = gym.vector.AsyncVectorEnv([make_one] * num_envs)
-        elif wrap is not _same or vectorization_mode == 'sync':
+        elif wrap is not _same or vectorization_mode == 'sync' or suites.needs_wrapping(env_id):
             envs = gym.vector.SyncVectorEnv([make_one] * num_envs)
         else:
             envs = gym.make_vec(env_id, num_envs=num_envs, **kwargs)

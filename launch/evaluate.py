@@ -4,8 +4,9 @@
 [--eval_epsilon=E]` prints the mean and std of the returns as JSON. With
 `--eval_epsilon` (ALF's epsilon-greedy evaluation) each step samples its
 action from the policy with probability E instead of taking the greedy one. Of this
-library it needs `launch/policy.py` alone (TensorFlow, gymnasium, numpy), so it is also
-an example of serving the SavedModel elsewhere.
+library it needs `launch/policy.py` and `launch/suites.py` (the MinAtar and Atari
+wrappers) alone (TensorFlow, gymnasium, numpy), so it is also an example of serving the
+SavedModel elsewhere.
 Bad input (not a SavedModel, an environment whose spaces do not match the
 model's specs) ends with one `error:` line and exit status 1. On a bandit
 (`Bandit-*-v0`, `launch/bandits.py`) it also prints the regret per episode.
@@ -24,6 +25,7 @@ import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
+from launch import suites  # noqa: E402  (gymnasium and numpy only)
 from launch.bandits import IDS as BANDITS  # noqa: E402  (importing registers them)
 from launch.policy import Policy, PolicyError  # noqa: E402
 
@@ -68,8 +70,10 @@ def main(argv):
         env_id = FLAGS.env or policy.env_id
         try:
             # render_mode only when recording: not every environment takes the argument.
-            env = gym.make(env_id, **({'render_mode': 'rgb_array'} if FLAGS.video_dir else {}))
-        except (gym.error.Error, ImportError) as e:  # ImportError: `module:Env` ids
+            # MinAtar and Atari get the wrappers the policy was trained behind.
+            suites.register(env_id.rpartition(':')[2])
+            env = suites.make(env_id, **({'render_mode': 'rgb_array'} if FLAGS.video_dir else {}))
+        except (gym.error.Error, ImportError) as e:  # ImportError: `module:Env` ids, extras
             raise EvaluationError(f'cannot make environment {env_id!r}: {e}') from None
         policy.check_env(env)
         if FLAGS.video_dir:

@@ -213,7 +213,7 @@ class _ConvMirror:
 
 # Exact types: a subclass may compute something else.
 _NET_MIRRORS = {torsos.MLP: _MLPMirror, torsos.NatureCNN: _ConvMirror,
-                torsos.SimpleVisualEncoder: _ConvMirror}
+                torsos.SimpleVisualEncoder: _ConvMirror, torsos.MinAtarCNN: _ConvMirror}
 
 
 def _net_mirror(net: snt.Module, kind: str):

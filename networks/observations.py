@@ -135,7 +135,7 @@ class ObservationTorso(snt.Module):
         self._leaf_spaces: Tuple[gym.Space, ...] = tuple(tf.nest.flatten(_space_nest(space)))
         self._image_leaves: Tuple[int, ...] = ()
         if self._single:
-            self._kind = torsos.resolve_kind(kind, len(self._spec.shape))
+            self._kind = torsos.resolve_kind(kind, len(self._spec.shape), self._spec.shape[:2])
             kwargs = {'hidden_sizes': hidden_sizes} if self._kind == 'mlp' else {}
             self._net = _make_torso(self._spec, kind, '', **kwargs)
             return
@@ -144,15 +144,18 @@ class ObservationTorso(snt.Module):
             self._image_leaves = tuple(
                 i for i, s in enumerate(self._leaf_spaces)
                 if isinstance(s, gym.spaces.Box) and len(s.shape) == 3)
-        if kind in torsos.IMAGE_KINDS and not self._image_leaves:
+        if torsos.ALIASES.get(kind, kind) in torsos.IMAGE_KINDS and not self._image_leaves:
             raise UnsupportedSpaceError(
                 f'torso {kind!r} needs an image observation (a rank-3 Box), got {space}')
-        self._kind = torsos.resolve_kind(kind, 3) if self._image_leaves else 'mlp'
+        self._kind = 'mlp'
         if self._image_leaves:
             specs, paths = tf.nest.flatten(self._spec), _leaf_paths(space)
+            # 'auto' resolves per image: images of a nest may differ in size.
+            kinds = [torsos.resolve_kind(kind, 3, specs[i].shape[:2]) for i in self._image_leaves]
+            self._kind = kinds[0]
             self._image_nets = [
-                _make_torso(specs[i], self._kind, paths[i], name=f'image_torso_{n}')
-                for n, i in enumerate(self._image_leaves)]
+                _make_torso(specs[i], k, paths[i], name=f'image_torso_{n}')
+                for n, (i, k) in enumerate(zip(self._image_leaves, kinds))]
         vectors = len(self._leaf_spaces) - len(self._image_leaves)
         self._net = torsos.MLP(hidden_sizes) if vectors else None
 
@@ -162,8 +165,9 @@ class ObservationTorso(snt.Module):
 
     @property
     def kind(self) -> str:
-        """The torso built ('auto' resolved): one of `torsos.KINDS` but 'auto'. For a
-        nest, the image members' torso, or 'mlp' when every member is a vector."""
+        """The torso built ('auto' and aliases resolved): 'mlp' or one of
+        `torsos.IMAGE_KINDS`. For a nest, its first image member's torso, or 'mlp' when
+        every member is a vector."""
         return self._kind
 
     @property

@@ -15,8 +15,10 @@ import tensorflow as tf
 
 Activation = Callable[[tf.Tensor], tf.Tensor]
 
-IMAGE_KINDS = ("nature_cnn", "impala_resnet", "simple")
-KINDS = ("auto", "mlp") + IMAGE_KINDS
+IMAGE_KINDS = ("nature_cnn", "impala_resnet", "simple", "minatar")
+# Short names a user may type: `--torso=nature` is `nature_cnn`, `--torso=impala` `impala_resnet`.
+ALIASES = {"nature": "nature_cnn", "impala": "impala_resnet"}
+KINDS = ("auto", "mlp") + IMAGE_KINDS + tuple(ALIASES)
 
 ConvLayer = Tuple[int, int, int]  # (output channels, square kernel size, stride)
 
@@ -158,6 +160,17 @@ class SimpleVisualEncoder(ConvTorso):
         super().__init__(self.CONV_LAYERS, output_size, leaky_relu, name=name)
 
 
+class MinAtarCNN(ConvTorso):
+    """The MinAtar paper's network torso (Young & Tian 2019): `[N, H, W, C]` (H, W >= 3)
+    -> `[N, 128]`. Conv 16 3x3 s1 (VALID, ReLU), flatten, Linear 128, ReLU: for small
+    images (MinAtar's 10x10) that the Nature CNN's 8x8 stride-4 kernel would erase."""
+
+    CONV_LAYERS: Tuple[ConvLayer, ...] = ((16, 3, 1),)
+
+    def __init__(self, output_size: int = 128, name: Optional[str] = None):
+        super().__init__(self.CONV_LAYERS, output_size, tf.nn.relu, name=name)
+
+
 def min_image_size(conv_layers: Sequence[ConvLayer]) -> int:
     """The smallest side that VALID `conv_layers` reduce to at least 1 (every side
     reduces alike): backwards from one output pixel, `n_in = (n_out - 1) * stride + kernel`."""
@@ -231,21 +244,22 @@ def make_torso(observation_shape: Sequence[int],
                **kwargs) -> snt.Module:
     """Builds a torso for observations of per-step shape `observation_shape` (no batch dim).
 
-    `kind='auto'` picks `NatureCNN` for rank-3 `[H, W, C]` observations and `MLP` otherwise;
-    `'mlp'`, `'nature_cnn'`, `'impala_resnet'` and `'simple'` (`SimpleVisualEncoder`)
-    choose explicitly. `kwargs` go to the module. `observation_dtype` is checked to be a
+    `kind='auto'` picks by the observation (`resolve_kind`); `'mlp'`, `'nature_cnn'`
+    (`'nature'`), `'impala_resnet'` (`'impala'`), `'simple'` (`SimpleVisualEncoder`)
+    and `'minatar'` (`MinAtarCNN`) choose explicitly. `kwargs` go to the module. `observation_dtype` is checked to be a
     valid dtype (scaling happens inside the module). Raises `ImageTooSmallError` when
     the image is smaller than a `ConvTorso` kind's `min_image_size`.
     """
     tf.as_dtype(observation_dtype)  # Raises TypeError on a nonsense dtype.
     rank = len(tuple(observation_shape))
-    kind = resolve_kind(kind, rank)
+    kind = resolve_kind(kind, rank, tuple(observation_shape)[:2])
     if kind in IMAGE_KINDS and rank != 3:
         raise ValueError(f"Torso {kind!r} needs a rank-3 [H, W, C] observation, "
                          f"got shape {tuple(observation_shape)}.")
     if kind == "mlp":
         return MLP(**kwargs)
-    conv_torsos = {"nature_cnn": NatureCNN, "simple": SimpleVisualEncoder}
+    conv_torsos = {"nature_cnn": NatureCNN, "simple": SimpleVisualEncoder,
+                   "minatar": MinAtarCNN}
     if kind in conv_torsos:
         cls = conv_torsos[kind]
         # Here, not at the first call: the error then names the kind the user chose.
@@ -254,11 +268,19 @@ def make_torso(observation_shape: Sequence[int],
     return ImpalaResNet(**kwargs)
 
 
-def resolve_kind(kind: str, rank: int) -> str:
-    """The torso `make_torso(kind=kind)` builds for rank-`rank` observations:
-    'auto' becomes 'nature_cnn' (rank 3) or 'mlp'; other kinds are checked and kept."""
+def resolve_kind(kind: str, rank: int,
+                 height_width: Optional[Sequence[Optional[int]]] = None) -> str:
+    """The torso `make_torso(kind=kind)` builds for rank-`rank` observations of
+    `height_width` (images; None: unknown): 'auto' becomes 'mlp' below rank 3, and
+    for images 'nature_cnn' where they are at least its 36x36, 'minatar' for smaller
+    ones (MinAtar's 10x10); an alias becomes its kind; other kinds are checked and kept."""
     if kind not in KINDS:
         raise ValueError(f"Unknown torso kind {kind!r}; expected one of {KINDS}.")
-    if kind == "auto":
-        return "nature_cnn" if rank == 3 else "mlp"
-    return kind
+    kind = ALIASES.get(kind, kind)
+    if kind != "auto":
+        return kind
+    if rank != 3:
+        return "mlp"
+    sides = [s for s in tuple(height_width or ())[:2] if s is not None]
+    small = any(s < min_image_size(NatureCNN.CONV_LAYERS) for s in sides)
+    return "minatar" if small else "nature_cnn"

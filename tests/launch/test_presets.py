@@ -14,7 +14,7 @@ from launch import inprocess
 PRESETS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), 'launch', 'presets')
 # launch/benchmark.py's own flags (its presets are otherwise run flags).
-BENCHMARK_ONLY = ('repeats', 'seconds', 'learner_steps')
+BENCHMARK_ONLY = ('repeats', 'seconds', 'learner_steps', 'run_steps')
 
 
 def presets():
@@ -60,6 +60,9 @@ def test_preset_runs_a_few_hundred_steps(name, tmp_path):
     """Each result's configuration trains, in one process, for a few hundred env steps
     (one batch's worth at least), evaluates and exports."""
     options, config = resolve_preset(name, tmp_path)
+    # The wiring, not SAC's ten thousand random MuJoCo steps before its first update.
+    warm_up = ['--learning_starts=256'] if getattr(config, 'learning_starts', 0) > 256 else []
+    options, config = resolve_preset(name, tmp_path, *warm_up)
     plan = registry.get(options.agent).data_plan(config)
     # Enough for a first batch: rounds of sequences until replay may be sampled, and
     # more, because the actors run ahead of a learner still compiling its step (by
@@ -79,7 +82,7 @@ def test_preset_runs_a_few_hundred_steps(name, tmp_path):
         overrides = [f'--num_steps={steps}']
     if getattr(config, 'signals', None) is not None and config.signals.bc_pretrain_steps:
         overrides.append('--bc_pretrain_steps=20')  # the wiring, not a thousand updates
-    options, config = resolve_preset(name, tmp_path, *overrides, '--eval_episodes=1',
+    options, config = resolve_preset(name, tmp_path, *warm_up, *overrides, '--eval_episodes=1',
                                      f'--logdir={tmp_path / "run"}')
     # In one process whatever the preset's launcher (the multi-process and Ray runs are
     # the same configuration, tested as such in test_multiprocess.py and test_ray.py).

@@ -196,6 +196,7 @@ OBSERVATION_CASES = {
                           'simple', False),
     'simple_image': (gym.spaces.Box(0, 255, (21, 25, 4), np.uint8), 'simple', False),
     'nature_image': (gym.spaces.Box(-1.0, 1.0, (36, 38, 2), np.float32), 'nature_cnn', False),
+    'minatar_image': (gym.spaces.Box(0, 255, (10, 10, 4), np.uint8), 'auto', False),
     'image_as_mlp': (gym.spaces.Box(-1.0, 1.0, (6, 5, 2), np.float32), 'mlp', True),
     'dict_of_vectors': (gym.spaces.Dict({'b': gym.spaces.Discrete(2), 'a': OBS}), 'auto', True),
     'tuple_mixed': (gym.spaces.Tuple((

@@ -22,6 +22,7 @@ def _uint8_images(shape, seed=0):
     (lambda: torsos.SimpleVisualEncoder(), _uint8_images([2, 84, 84, 3]), [2, 128]),
     (lambda: torsos.SimpleVisualEncoder(output_size=32),
      np.random.rand(3, 20, 27, 5).astype(np.float32), [3, 32]),
+    (lambda: torsos.MinAtarCNN(), _uint8_images([2, 10, 10, 4]), [2, 128]),
 ])
 def test_output_shapes(module_fn, inputs, expected):
     out = module_fn()(tf.constant(inputs))
@@ -36,7 +37,7 @@ def test_mlp_tanh_bounded():
 
 
 @pytest.mark.parametrize("module_fn", [torsos.NatureCNN, torsos.ImpalaResNet,
-                                       torsos.SimpleVisualEncoder])
+                                       torsos.SimpleVisualEncoder, torsos.MinAtarCNN])
 def test_uint8_scaling(module_fn):
     images = _uint8_images([2, 84, 84, 4])
     module = module_fn()
@@ -53,6 +54,14 @@ def test_uint8_scaling(module_fn):
     ((64, 64, 3), tf.uint8, "impala_resnet", torsos.ImpalaResNet),
     ((20, 20, 3), tf.uint8, "simple", torsos.SimpleVisualEncoder),
     ((8, 8, 1), tf.float32, "mlp", torsos.MLP),
+    # 'auto' for images under the Nature CNN's 36x36: the MinAtar network.
+    ((10, 10, 4), tf.uint8, "auto", torsos.MinAtarCNN),
+    ((35, 84, 3), tf.uint8, "auto", torsos.MinAtarCNN),
+    ((36, 36, 3), tf.uint8, "auto", torsos.NatureCNN),
+    ((10, 10, 4), tf.uint8, "minatar", torsos.MinAtarCNN),
+    # The short names.
+    ((84, 84, 4), tf.uint8, "nature", torsos.NatureCNN),
+    ((10, 10, 4), tf.uint8, "impala", torsos.ImpalaResNet),
 ])
 def test_make_torso_picks_class(shape, dtype, kind, expected):
     assert type(torsos.make_torso(shape, dtype, kind=kind)) is expected
