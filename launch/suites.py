@@ -26,6 +26,7 @@ naming the extra to install.
 """
 
 import importlib
+import warnings
 from typing import Any, Dict, Optional, Tuple
 
 import gymnasium as gym
@@ -95,10 +96,13 @@ def make(env_id: str, **kwargs) -> gym.Env:
         options, kwargs = _atari_options(kwargs)
         env = gym.make(env_id, disable_env_checker=True, frameskip=1, **kwargs)
         return atari_wrappers(env, **options)
-    env = gym.make(env_id, disable_env_checker=True, **kwargs)
     if suite == MINATAR:
-        return BoolToUint8Image(env)
-    return env
+        with warnings.catch_warnings():
+            # gymnasium calls every -v0 out of date next to a -v1; MinAtar's v0 is the
+            # full action set of the MinAtar paper, not an older version.
+            warnings.simplefilter('ignore', DeprecationWarning)
+            return BoolToUint8Image(gym.make(env_id, disable_env_checker=True, **kwargs))
+    return gym.make(env_id, disable_env_checker=True, **kwargs)
 
 
 def _atari_options(kwargs: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
