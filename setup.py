@@ -28,15 +28,15 @@ setup(
         # the tests exercise every launcher (Ray's included) and every environment suite
         "test": ["pytest>=7", "pytest-xdist>=3", "ray==2.60.0",
                  "minatar==1.0.15", "ale-py==0.12.1", "opencv-python-headless>=4.8,<4.12",
-                 "mujoco>=3.1,<4", "imageio"],
+                 "mujoco>=3.2,<4", "imageio", "packaging"],
         # MinAtar/<Game>-v1 (launch/suites.py)
         "minatar": ["minatar==1.0.15"],
         # ALE/<Game>-v5 with its bundled ROMs; gymnasium's AtariPreprocessing resizes with
         # OpenCV (4.12 and later need numpy 2)
         "atari": ["ale-py==0.12.1", "opencv-python-headless>=4.8,<4.12"],
-        # gymnasium's MuJoCo environments (HalfCheetah-v5, Hopper-v5, ...); imageio is
-        # imported by gymnasium's MuJoCo renderer
-        "mujoco": ["mujoco>=3.1,<4", "imageio"],
+        # gymnasium's MuJoCo environments (HalfCheetah-v5, Hopper-v5, ...); the results were
+        # measured with MuJoCo 3.17; gymnasium's MuJoCo module imports imageio and packaging
+        "mujoco": ["mujoco>=3.2,<4", "imageio", "packaging"],
         # launch/ray_launcher.py (--launcher=ray): the version that installs with the pinned stack
         "ray": ["ray==2.60.0"],
         # launch/evaluate.py --video_dir (gymnasium's RecordVideo and classic-control rendering)

@@ -19,13 +19,15 @@ and made with the wrappers that turn it into what the agents expect:
   (4 per decision, fewer where an episode ends inside the skip) as IMPALA
   and CLEAR count them.
 - **MuJoCo** (`pip install -e '.[mujoco]'`, gymnasium's own ids such as
-  `HalfCheetah-v5`): no wrapper.
+  `HalfCheetah-v5`): no wrapper; MuJoCo's warnings go to Python's logging
+  (logger `mujoco`, debug) instead of stderr and a MUJOCO_LOG.TXT file.
 
 An id of a suite whose extra is missing is one `EnvironmentSetupError` line
 naming the extra to install.
 """
 
 import importlib
+import logging
 import warnings
 from typing import Any, Dict, Optional, Tuple
 
@@ -81,7 +83,15 @@ def register(env_id: str) -> None:
         if not any(k.startswith('ALE/') for k in gym.registry):
             gym.register_envs(_import(ATARI, 'ale_py', env_id))
     elif suite == MUJOCO:
-        _import(MUJOCO, 'mujoco', env_id)
+        mujoco = _import(MUJOCO, 'mujoco', env_id)
+        # MuJoCo's default warning handler prints to stderr and appends to MUJOCO_LOG.TXT
+        # in the working directory; MuJoCo 3.17 warns on every make of gymnasium's v5
+        # models (a deprecated 'settotalmass' attribute). Python's logging instead.
+        mujoco.set_mju_user_warning(_log_mujoco_warning)
+
+
+def _log_mujoco_warning(message: str) -> None:
+    logging.getLogger('mujoco').debug(message)
 
 
 def needs_wrapping(env_id: str) -> bool:
