@@ -55,8 +55,32 @@ def test_preset_resolves(name, tmp_path):
 _RUN = {}
 
 
-@pytest.mark.parametrize('name', [p for p in presets() if not p.startswith('benchmark_')])
+def preset_env_ids(name):
+    """The environment ids a preset trains on (`--env`, or each of `--tasks`)."""
+    with open(os.path.join(PRESETS, name)) as f:
+        for line in f:
+            if line.startswith(('--env=', '--tasks=')):
+                return line.strip().split('=', 1)[1].split(',')
+    return []
+
+
+def needs_a_suite(name):
+    """True for a preset of MinAtar, Atari or MuJoCo (`launch/suites.py`): those run in
+    tests/launch/test_presets_suites.py, so that pytest-xdist spreads the two files."""
+    from launch import suites
+    return any(suites.suite_of(env) for env in preset_env_ids(name))
+
+
+def trained_presets(suite: bool):
+    return [p for p in presets() if not p.startswith('benchmark_') and needs_a_suite(p) == suite]
+
+
+@pytest.mark.parametrize('name', trained_presets(suite=False))
 def test_preset_runs_a_few_hundred_steps(name, tmp_path):
+    run_a_few_hundred_steps(name, tmp_path)
+
+
+def run_a_few_hundred_steps(name, tmp_path):
     """Each result's configuration trains, in one process, for a few hundred env steps
     (one batch's worth at least), evaluates and exports."""
     options, config = resolve_preset(name, tmp_path)

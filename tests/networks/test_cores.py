@@ -486,6 +486,16 @@ def test_tuple_of_image_and_discrete_and_images_only():
     assert _features(torso, only_images).shape.as_list() == [B, 2 * 128]
 
 
+def test_auto_gives_each_image_of_a_nest_the_torso_its_size_takes():
+    space = gym.spaces.Tuple((gym.spaces.Box(0, 255, (10, 10, 4), np.uint8),
+                              gym.spaces.Box(0, 255, (36, 40, 2), np.uint8),
+                              gym.spaces.Discrete(2)))
+    torso = observations.ObservationTorso(space, 'auto', hidden_sizes=HIDDEN)
+    assert [type(net).__name__ for _, net in torso.image_nets] == ['MinAtarCNN', 'NatureCNN']
+    assert torso.kind == 'minatar'
+    assert _features(torso, space).shape.as_list() == [B, 128 + 512 + HIDDEN[-1]]
+
+
 def test_mlp_torso_flattens_images_inside_a_nest():
     torso = observations.ObservationTorso(IMAGES_OBS, 'mlp', hidden_sizes=HIDDEN)
     assert torso.kind == 'mlp' and torso.image_nets == ()
@@ -495,12 +505,12 @@ def test_mlp_torso_flattens_images_inside_a_nest():
 
 @pytest.mark.parametrize('space, kind, match', [
     (gym.spaces.Tuple((gym.spaces.Box(0, 255, (20, 20, 3), np.uint8), gym.spaces.Discrete(2))),
-     'auto', r"observation\[0\] \(20, 20, 3\): torso 'nature_cnn' needs images of at least "
-             r"36x36"),
+     'nature', r"observation\[0\] \(20, 20, 3\): torso 'nature_cnn' needs images of at least "
+               r"36x36"),
     (IMAGES_OBS, 'nature_cnn', r"observation\['camera'\] \(24, 20, 3\)"),
     (gym.spaces.Box(0, 255, (19, 40, 3), np.uint8), 'simple', r"at least 20x20.*got 19x40"),
     (DICT_OBS, 'simple', 'needs an image observation'),
-], ids=['tuple-auto', 'dict-nature', 'single-simple', 'no-image'])
+], ids=['tuple-nature', 'dict-nature', 'single-simple', 'no-image'])
 def test_images_a_torso_cannot_take_are_one_clear_line(space, kind, match):
     with pytest.raises(UnsupportedSpaceError, match=match) as info:
         ActorCriticCore(space, ActionSpace(DISCRETE_ACTIONS), torso=kind, lstm_size=LSTM)
