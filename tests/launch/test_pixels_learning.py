@@ -1,7 +1,5 @@
 """CLEAR learns from pixels: MinAtar Breakout's uint8 images, within a bounded budget."""
 
-import json
-
 from agents import configs
 from agents.clear.config import CLEARConfig
 from launch import inprocess
@@ -14,16 +12,11 @@ CONFIG = dict(batch_size=32, unroll_length=20, replay_fraction=0.5, replay_size=
               lstm_size=0, learning_rate=0.0006, entropy_cost=0.01)
 
 
-def test_clear_learns_minatar_breakout_from_uint8_images(tmp_path, run_script):
+def test_clear_learns_minatar_breakout_from_uint8_images(tmp_path):
     config = configs.from_flat(CLEARConfig, CONFIG)
     options = RunOptions(agent='clear', env='MinAtar/Breakout-v1', num_envs=64,
-                         num_steps=250_000, eval_episodes=10, seed=0, logdir=str(tmp_path),
+                         num_steps=250_000, eval_episodes=5, seed=0, logdir=str(tmp_path),
                          log_interval_s=1000.0)
     summary = inprocess.train(options, config)
     # A uniformly random policy scores about 0.5 (one brick, now and then).
     assert summary['eval_return_mean'] >= 2.0, summary
-
-    # The exported policy plays the game from TensorFlow alone, behind the same wrappers.
-    result = run_script('evaluate', [f'--saved_model={summary["saved_model"]}', '--episodes=3'])
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert json.loads(result.stdout.strip().splitlines()[-1])['return_mean'] >= 1.0

@@ -1,9 +1,12 @@
 """The presets of MinAtar, Atari and MuJoCo train for a few hundred env steps, as every
 other preset does in test_presets.py (a file of its own so that the two run in parallel)."""
 
+import os
+
 import pytest
 
-from tests.launch.test_presets import run_a_few_hundred_steps, trained_presets
+from tests.launch.test_presets import (
+    PRESETS, preset_env_ids, run_a_few_hundred_steps, trained_presets)
 
 
 def test_there_are_suite_presets():
@@ -12,6 +15,23 @@ def test_there_are_suite_presets():
     assert 'clear_cartpole.flags' not in trained_presets(suite=True)
 
 
-@pytest.mark.parametrize('name', trained_presets(suite=True))
+def _one_per_wiring(names):
+    """The presets but those equal to an earlier one except for the game of the same
+    suite (Breakout / Space Invaders, Pong / Breakout, HalfCheetah / Hopper): the same
+    wiring on spaces of the same kinds (test_presets.py still resolves their flags)."""
+    from launch import suites
+    kept, seen = [], set()
+    for name in names:
+        with open(os.path.join(PRESETS, name)) as f:
+            flags = tuple(line.strip() for line in f
+                          if line.startswith('--') and not line.startswith('--env='))
+        key = (flags, tuple(suites.suite_of(env) for env in preset_env_ids(name)))
+        if key not in seen:
+            seen.add(key)
+            kept.append(name)
+    return kept
+
+
+@pytest.mark.parametrize('name', _one_per_wiring(trained_presets(suite=True)))
 def test_suite_preset_runs_a_few_hundred_steps(name, tmp_path):
     run_a_few_hundred_steps(name, tmp_path)
