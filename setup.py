@@ -5,6 +5,16 @@ Reverb is required *without* its `[tensorflow]` extra (that extra pins TF 2.14).
 """
 from setuptools import find_packages, setup
 
+RAY = ["ray==2.60.0"]
+# MinAtar/<Game>-v0|v1 (launch/suites.py)
+MINATAR = ["minatar==1.0.15"]
+# ALE/<Game>-v5 with its bundled ROMs; gymnasium's AtariPreprocessing resizes with OpenCV
+# (4.12 and later need numpy 2)
+ATARI = ["ale-py==0.12.1", "opencv-python-headless>=4.8,<4.12"]
+# gymnasium's MuJoCo environments (HalfCheetah-v5, Hopper-v5, ...); the results were
+# measured with MuJoCo 3.17; gymnasium's MuJoCo module imports imageio and packaging
+MUJOCO = ["mujoco>=3.2,<4", "imageio", "packaging"]
+
 setup(
     name="reverb-agents",
     version="0.1.0",
@@ -26,19 +36,12 @@ setup(
     ],
     extras_require={
         # the tests exercise every launcher (Ray's included) and every environment suite
-        "test": ["pytest>=7", "pytest-xdist>=3", "ray==2.60.0",
-                 "minatar==1.0.15", "ale-py==0.12.1", "opencv-python-headless>=4.8,<4.12",
-                 "mujoco>=3.2,<4", "imageio", "packaging"],
-        # MinAtar/<Game>-v1 (launch/suites.py)
-        "minatar": ["minatar==1.0.15"],
-        # ALE/<Game>-v5 with its bundled ROMs; gymnasium's AtariPreprocessing resizes with
-        # OpenCV (4.12 and later need numpy 2)
-        "atari": ["ale-py==0.12.1", "opencv-python-headless>=4.8,<4.12"],
-        # gymnasium's MuJoCo environments (HalfCheetah-v5, Hopper-v5, ...); the results were
-        # measured with MuJoCo 3.17; gymnasium's MuJoCo module imports imageio and packaging
-        "mujoco": ["mujoco>=3.2,<4", "imageio", "packaging"],
+        "test": ["pytest>=7", "pytest-xdist>=3"] + RAY + MINATAR + ATARI + MUJOCO,
         # launch/ray_launcher.py (--launcher=ray): the version that installs with the pinned stack
-        "ray": ["ray==2.60.0"],
+        "ray": RAY,
+        "minatar": MINATAR,
+        "atari": ATARI,
+        "mujoco": MUJOCO,
         # launch/evaluate.py --video_dir (gymnasium's RecordVideo and classic-control rendering)
         "video": ["moviepy", "pygame"],
     },

@@ -71,7 +71,7 @@ def main(argv):
         try:
             # render_mode only when recording: not every environment takes the argument.
             # MinAtar and Atari get the wrappers the policy was trained behind.
-            suites.register(env_id.rpartition(':')[2])
+            suites.register(env_id)
             env = suites.make(env_id, **({'render_mode': 'rgb_array'} if FLAGS.video_dir else {}))
         except (gym.error.Error, ImportError) as e:  # ImportError: `module:Env` ids, extras
             raise EvaluationError(f'cannot make environment {env_id!r}: {e}') from None

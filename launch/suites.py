@@ -38,9 +38,9 @@ from launch.action_repeat import FRAMES
 
 MINATAR, ATARI, MUJOCO = 'minatar', 'atari', 'mujoco'
 
-# Atari preprocessing options taken from `--env_kwargs` (the rest go to `gym.make`).
-ATARI_DEFAULTS = {'frame_skip': 4, 'screen_size': 84, 'noop_max': 30,
-                  'terminal_on_life_loss': False, 'frame_stack': 4}
+# Atari preprocessing options taken from `--env_kwargs` (`atari_wrappers`' arguments;
+# the rest go to `gym.make`).
+ATARI_OPTIONS = ('frame_skip', 'screen_size', 'noop_max', 'terminal_on_life_loss', 'frame_stack')
 
 
 class MissingExtraError(ImportError):
@@ -116,8 +116,9 @@ def make(env_id: str, **kwargs) -> gym.Env:
 
 
 def _atari_options(kwargs: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
-    options = {k: kwargs.get(k, v) for k, v in ATARI_DEFAULTS.items()}
-    rest = {k: v for k, v in kwargs.items() if k not in ATARI_DEFAULTS}
+    """(the `atari_wrappers` options among `kwargs`, the rest)."""
+    options = {k: v for k, v in kwargs.items() if k in ATARI_OPTIONS}
+    rest = {k: v for k, v in kwargs.items() if k not in ATARI_OPTIONS}
     return options, rest
 
 

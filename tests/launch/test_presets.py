@@ -25,12 +25,17 @@ def test_there_are_presets():
     assert 'clear_cartpole.flags' in presets() and 'sac_pendulum.flags' in presets()
 
 
+def preset_lines(name):
+    """The preset's lines but blank ones and comments."""
+    with open(os.path.join(PRESETS, name)) as f:
+        return [line.strip() for line in f if line.strip() and not line.startswith('#')]
+
+
 def resolve_preset(name, tmp_path, *overrides):
     """The preset's (options, config) as `launch/run.py` resolves them, flags after it
     overriding it."""
     from launch import run  # defines run.py's flags on absl's FLAGS
-    with open(os.path.join(PRESETS, name)) as f:
-        lines = [line.strip() for line in f if line.strip() and not line.startswith('#')]
+    lines = preset_lines(name)
     assert all(line.startswith('--') for line in lines), lines
     assert not any(line.startswith('--logdir') for line in lines), 'presets leave --logdir'
     kept = [line for line in lines if line[2:].split('=')[0] not in BENCHMARK_ONLY]
@@ -57,10 +62,9 @@ _RUN = {}
 
 def preset_env_ids(name):
     """The environment ids a preset trains on (`--env`, or each of `--tasks`)."""
-    with open(os.path.join(PRESETS, name)) as f:
-        for line in f:
-            if line.startswith(('--env=', '--tasks=')):
-                return line.strip().split('=', 1)[1].split(',')
+    for line in preset_lines(name):
+        if line.startswith(('--env=', '--tasks=')):
+            return line.split('=', 1)[1].split(',')
     return []
 
 

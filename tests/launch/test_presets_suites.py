@@ -1,12 +1,10 @@
 """The presets of MinAtar, Atari and MuJoCo train for a few hundred env steps, as every
 other preset does in test_presets.py (a file of its own so that the two run in parallel)."""
 
-import os
-
 import pytest
 
 from tests.launch.test_presets import (
-    PRESETS, preset_env_ids, run_a_few_hundred_steps, trained_presets)
+    preset_env_ids, preset_lines, run_a_few_hundred_steps, trained_presets)
 
 
 def test_there_are_suite_presets():
@@ -22,9 +20,7 @@ def _one_per_wiring(names):
     from launch import suites
     kept, seen = [], set()
     for name in names:
-        with open(os.path.join(PRESETS, name)) as f:
-            flags = tuple(line.strip() for line in f
-                          if line.startswith('--') and not line.startswith('--env='))
+        flags = tuple(line for line in preset_lines(name) if not line.startswith('--env='))
         key = (flags, tuple(suites.suite_of(env) for env in preset_env_ids(name)))
         if key not in seen:
             seen.add(key)
