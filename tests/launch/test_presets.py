@@ -108,6 +108,11 @@ def run_a_few_hundred_steps(name, tmp_path):
         overrides = [f'--steps_per_task={per_task}', f'--eval_every_steps={per_task}']
     else:
         overrides = [f'--num_steps={steps}']
+    from launch import suites
+    if any(suites.suite_of(env) == suites.ATARI for env in preset_env_ids(name)):
+        # An untrained greedy Breakout policy that never fires plays ALE's whole
+        # 108,000-frame episode (80 s here): the evaluation's wiring, in 2,000 frames.
+        overrides.append('--env_kwargs=max_episode_steps=2000')
     if getattr(config, 'signals', None) is not None and config.signals.bc_pretrain_steps:
         overrides.append('--bc_pretrain_steps=20')  # the wiring, not a thousand updates
     options, config = resolve_preset(name, tmp_path, *warm_up, *overrides, '--eval_episodes=1',

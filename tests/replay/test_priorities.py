@@ -67,4 +67,5 @@ def test_learner_steps_change_the_priorities_in_reverb(name, env_id, wired_agent
     after = _priorities(wired.client, tables.REPLAY, count)
     changed = {k: v for k, v in after.items() if v != before[k]}
     assert changed, 'no priority changed'
-    assert updater.max_priority == pytest.approx(max(max(changed.values()), INITIAL_PRIORITY))
+    # The largest priority written so far: an item written twice may hold a smaller now.
+    assert updater.max_priority >= max(max(changed.values()), INITIAL_PRIORITY) - 1e-6
