@@ -33,6 +33,8 @@ setup(
         "matplotlib",
         # launch/console.py (the progress bar)
         "tqdm",
+        # launch/actor.py (numpy's BLAS threads in an acting process)
+        "threadpoolctl",
     ],
     extras_require={
         # the tests exercise every launcher (Ray's included) and every environment suite

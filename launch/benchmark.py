@@ -70,6 +70,8 @@ flags.DEFINE_float('seconds', 5.0, 'duration of each actor / env measurement')
 flags.DEFINE_integer('learner_steps', 100, 'learner steps per measurement')
 flags.DEFINE_integer('run_steps', 0, 'also time whole in-process runs of this many env '
                      'steps (run_env_steps_per_s); 0: not')
+flags.DEFINE_integer('intra_op_threads', None, "TensorFlow's threads within one op; 0: one "
+                     "per core (default: the agent's, as launch/run.py)")
 flags.DEFINE_bool('compare_samplers', False,
                   'learner steps/s with uniform and with prioritized replay, side by side')
 config_flags.define_flags(registry.CONFIG_CLASSES)
@@ -220,6 +222,9 @@ def compare_samplers(config) -> dict:
 def main(argv):
     del argv
     agent = registry.get(FLAGS.agent)
+    threads = (FLAGS.intra_op_threads if FLAGS.intra_op_threads is not None
+               else agent.run_defaults.get('intra_op_threads', 0))
+    setup_lib.set_intra_op_threads(threads)
     config = config_flags.config_from_flags(FLAGS.agent, registry.CONFIG_CLASSES)
     if FLAGS.compare_samplers:
         print(json.dumps(compare_samplers(config), indent=2))
@@ -258,6 +263,7 @@ def main(argv):
         'transitions_per_batch': plan.transitions_per_batch,
         'sequence_length': plan.sequence_length,
         'config': dataclasses.asdict(config),
+        'intra_op_threads': threads,
         'repeats': FLAGS.repeats,
         **median,
         'learner_samples_per_s': median['learner_steps_per_s'] * samples_per_step,

@@ -91,11 +91,17 @@ def define_flags(fv: flags.FlagValues) -> None:
          'epsilon-greedy evaluation (ALF): each step of each evaluation episode samples '
          'from the policy with this probability, in [0, 1]')
     real('target_return', _DEFAULTS.target_return,
-         'stop early once the last 20 training episodes average this return')
+         'stop early once the last 20 training episodes average this return (and, with '
+         '--target_greedy, a greedy evaluation of --eval_episodes episodes does too)')
+    boolean('target_greedy', _DEFAULTS.target_greedy,
+            '--target_return also needs a greedy evaluation at least as good: checked '
+            'when the training mean reaches it, again after 20 more episodes if not')
     real('log_interval_s', _DEFAULTS.log_interval_s,
          'seconds between progress.csv rows (and progress lines off a terminal)')
     real('checkpoint_interval_s', _DEFAULTS.checkpoint_interval_s,
          'seconds between learner checkpoints')
+    integer('intra_op_threads', None, f'TensorFlow\'s threads within one op (its matmuls); '
+            f'0: one per core {_default_help("intra_op_threads")}')
     boolean('save_replay', None, f'in-process runs: checkpoint the replay tables with the '
             f'learner and restore them on --resume {_default_help("save_replay")}')
     string('launcher', 'inprocess', 'inprocess: one process (server, actor thread, learner); '
@@ -211,7 +217,8 @@ def resolve(fv: flags.FlagValues) -> Tuple[RunOptions, Any]:
     agent = registry.get(fv.agent)
     config = config_flags.config_from_flags(fv.agent, registry.CONFIG_CLASSES, fv)
     per_agent = {name: fv[name].value
-                 for name in ('num_envs', 'num_steps', 'eval_episodes', 'save_replay')}
+                 for name in ('num_envs', 'num_steps', 'eval_episodes', 'save_replay',
+                              'intra_op_threads')}
     env, sequence = fv.env, {}
     if fv.tasks:
         env, sequence = _task_sequence(fv, per_agent['num_steps'])
@@ -225,7 +232,8 @@ def resolve(fv: flags.FlagValues) -> Tuple[RunOptions, Any]:
         env_kwargs=env_kwargs, vector_env=fv.vector_env,
         eval_every_steps=fv.eval_every_steps, step_mul=fv.step_mul,
         fixed_step_mul=fv.fixed_step_mul, eval_epsilon=fv.eval_epsilon,
-        target_return=fv.target_return, log_interval_s=fv.log_interval_s,
+        target_return=fv.target_return, target_greedy=fv.target_greedy,
+        log_interval_s=fv.log_interval_s,
         checkpoint_interval_s=fv.checkpoint_interval_s,
         launcher='multiprocess' if fv.role else fv.launcher,
         **{**agent.run_defaults, **{k: v for k, v in per_agent.items() if v is not None}})

@@ -23,8 +23,7 @@ import tensorflow as tf
 from absl import logging
 
 from launch import console, continual, data, evaluation, export, periodic_evaluation, rundir
-from launch import metrics as metrics_lib
-from launch import triggers as triggers_lib
+from launch import metrics as metrics_lib, triggers as triggers_lib
 from launch.actor import EpisodeStats
 from launch.setup import RunSetup, make_envs, make_learner, pretrain
 from launch.triggers import TARGET_WINDOW, Every, Progress
@@ -141,12 +140,11 @@ class LearnerRun:
         elif self.periodic is not None:
             self.periodic.evaluate_due(self.core, self.total_env_steps())
 
-    def _target_reached(self, stats: EpisodeStats) -> bool:
-        target = self.setup.options.target_return
-        if target is None:
-            return False
-        mean_return, _, count = stats.recent(TARGET_WINDOW)
-        return count >= TARGET_WINDOW and mean_return >= target
+    def _greedy_return(self) -> float:  # `--target_greedy`'s check, seeds `seed + 30000` on
+        o = self.setup.options
+        return evaluation.evaluate(self.core, self.setup.action_space, o.env, o.eval_episodes,
+                                   o.seed + 30_000, epsilon=o.eval_epsilon,
+                                   make_envs=self._make_eval_envs)[0]
 
     def run(self, open_batches: Callable[[], data.Batches], publish: Callable[[], None],
             env_steps: Callable[[], int], stats: EpisodeStats, should_stop: Callable[[], bool],
@@ -171,6 +169,8 @@ class LearnerRun:
             Every(progress_row, seconds=options.log_interval_s),
             Every(lambda progress: self.save(), seconds=options.checkpoint_interval_s),
         ]
+        target_reached = triggers_lib.TargetCheck(
+            options.target_return, self._greedy_return if options.target_greedy else None)
         learn = data.make_learn(self.learner,
                                 metrics_lib.action_names(self.setup.action_space.space),
                                 self.priorities)
@@ -207,7 +207,7 @@ class LearnerRun:
                 for trigger in triggers:
                     trigger(progress, now)
                 self._evaluate_due()
-                if self._target_reached(stats):
+                if target_reached(stats):
                     self.reached_target = True
                     break
         finally:

@@ -21,6 +21,7 @@ class RunOptions:
     eval_episodes: int = 20  # greedy evaluation episodes at the end
     eval_epsilon: float = 0.0  # evaluation samples from the policy with this probability
     target_return: Optional[float] = None  # stop early when the last 20 episodes average this
+    target_greedy: bool = True  # ... and a greedy evaluation (eval_episodes) reaches it too
     log_interval_s: float = 2.0  # seconds between progress.csv rows (and lines off a terminal)
     checkpoint_interval_s: float = 60.0  # seconds between learner checkpoints
     publish_period: int = 5  # learner steps between weight publications
@@ -34,6 +35,7 @@ class RunOptions:
     fixed_step_mul: bool = False  # repeat every action step_mul times (else the policy picks)
     save_replay: bool = False  # in-process: checkpoint the Reverb tables with the learner
     launcher: str = 'inprocess'  # what runs the roles (summary.json): inprocess, multiprocess, ray
+    intra_op_threads: int = 0  # TensorFlow's threads within one op; 0: its default (one per core)
 
     def __post_init__(self):
         for name in ('num_envs', 'num_steps', 'eval_episodes', 'publish_period'):
@@ -42,6 +44,9 @@ class RunOptions:
         for name in ('log_interval_s', 'checkpoint_interval_s', 'summary_interval_s'):
             value = getattr(self, name)
             require(value > 0, f'{name} must be positive (seconds), got {value}')
+        require(self.intra_op_threads >= 0,
+                f'intra_op_threads must be >= 0 (0: TensorFlow\'s default), '
+                f'got {self.intra_op_threads}')
         require_fraction(self, 'eval_epsilon')
         require(self.vector_env in VECTOR_ENVS,
                 f'vector_env must be one of {[v for v in VECTOR_ENVS if v]}, '

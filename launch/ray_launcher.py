@@ -39,6 +39,7 @@ class RoleHost:
 
     def __init__(self, role: str, options: RunOptions, config: Any, use_gpu: bool):
         import tensorflow as tf
+        from launch import setup as setup_lib
         self._role, self._options, self._config = role, options, config
         self._stop = threading.Event()
         gpus = tf.config.list_physical_devices('GPU')
@@ -47,6 +48,7 @@ class RoleHost:
                 tf.config.experimental.set_memory_growth(gpu, True)
         elif gpus:
             tf.config.set_visible_devices([], 'GPU')
+        setup_lib.set_intra_op_threads(options.intra_op_threads)
         logging.set_verbosity(logging.INFO)
         import ray
         logging.info('%s on node %s (%s)', role, ray.get_runtime_context().get_node_id(),

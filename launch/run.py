@@ -26,6 +26,7 @@ from absl import app, flags, logging  # noqa: E402
 
 from agents import registry  # noqa: E402
 from launch import command_line, environments, inprocess, launcher, ray_launcher, rundir, roles  # noqa: E402,E501
+from launch import setup as setup_lib  # noqa: E402
 from launch.options import RunOptions  # noqa: E402
 from replay import connection  # noqa: E402
 
@@ -93,6 +94,7 @@ def main(argv):
     logdir = FLAGS.logdir
     try:
         options, config = resolve()
+        setup_lib.set_intra_op_threads(options.intra_op_threads)
         logdir = options.logdir
         rundir.check_logdir(options.logdir)
         # Roles first: the launcher hands its own flags (a preset's

@@ -15,6 +15,7 @@ import gymnasium as gym
 import numpy as np
 import reverb
 import tensorflow as tf
+from absl import logging
 
 from agents import contract, registry
 from launch import action_repeat, console, environments, rundir, shared_spaces, task_sequence
@@ -44,6 +45,25 @@ class RunSetup:
     @property
     def signature(self) -> trajectory.Sequence:
         return self.layout.signature
+
+
+def set_intra_op_threads(threads: int) -> None:
+    """TensorFlow's threads within one op (`RunOptions.intra_op_threads`; 0: its default).
+
+    Takes effect only before TensorFlow first runs an op in this process; later
+    (e.g. several runs in one test process) it logs that the setting stays as it
+    is. On two cores SAC's learner ran ~20% more updates with one thread: its
+    256-wide matmuls gain less from a second thread than it costs to share one
+    with Reverb's and the actor's (docs/benchmarks.md).
+    """
+    current = tf.config.threading.get_intra_op_parallelism_threads()
+    if not threads or threads == current:
+        return
+    try:
+        tf.config.threading.set_intra_op_parallelism_threads(threads)
+    except RuntimeError:
+        logging.warning('intra_op_threads=%d not applied: TensorFlow already runs with %s in '
+                        'this process', threads, current or 'its default')
 
 
 def resolve_config(options: RunOptions, config: Any) -> Any:

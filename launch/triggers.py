@@ -1,10 +1,11 @@
 """The learner loop's triggers: actions run every N learner steps or every N seconds
-(`Every`), and the two that report progress: the display (`launch/console.py`)
-and the rows of `progress.csv` (`launch.metrics.ProgressCSV`)."""
+(`Every`), the two that report progress: the display (`launch/console.py`)
+and the rows of `progress.csv` (`launch.metrics.ProgressCSV`), and the stop at
+`--target_return` (`TargetCheck`)."""
 
 import dataclasses
 import time
-from typing import Callable, Dict
+from typing import Callable, Dict, Optional
 
 import tensorflow as tf
 
@@ -13,6 +14,37 @@ from launch.actor import EpisodeStats
 from launch.metrics import ProgressCSV
 
 TARGET_WINDOW = 20  # training episodes the target return (and the recent return) averages
+
+
+class TargetCheck:
+    """Whether a run has reached `target` (None: never): the last `TARGET_WINDOW` training episodes
+    average it and, with `greedy` (a callable returning the mean return of a greedy
+    evaluation), the policy's greedy play does too. A training mean can be reached
+    by a sampling policy whose greedy play is worse (CLEAR on CartPole stopped at a
+    training mean of 487.9 with a greedy evaluation of 284.1); after a failed greedy
+    check the next waits for `TARGET_WINDOW` more training episodes.
+    """
+
+    def __init__(self, target: Optional[float], greedy: Optional[Callable[[], float]] = None):
+        self.target, self._greedy = target, greedy
+        self._next_check = 0  # episodes finished before the next greedy check may run
+        self.greedy_return: Optional[float] = None  # the last greedy check's mean
+
+    def __call__(self, stats: EpisodeStats) -> bool:
+        if self.target is None:
+            return False
+        mean_return, _, count = stats.recent(TARGET_WINDOW)
+        if count < TARGET_WINDOW or mean_return < self.target:
+            return False
+        if self._greedy is None:
+            return True
+        if stats.num_episodes < self._next_check:
+            return False
+        self._next_check = stats.num_episodes + TARGET_WINDOW
+        self.greedy_return = self._greedy()
+        console.status(f'training mean {mean_return:.1f} >= {self.target:g}; greedy '
+                       f'evaluation {self.greedy_return:.1f}')
+        return self.greedy_return >= self.target
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,7 +18,7 @@ class SAC(contract.Agent):
     # Weights every 16 updates (two actor steps of 8 envs): each publication and
     # fetch copies the 256x256 networks, in the learner's process.
     run_defaults = {'num_envs': 8, 'num_steps': 10_000, 'eval_episodes': 10,
-                    'publish_period': 16, 'save_replay': True}
+                    'publish_period': 16, 'save_replay': True, 'intra_op_threads': 1}
 
     def data_plan(self, config: SACConfig) -> contract.DataPlan:
         return contract.DataPlan(

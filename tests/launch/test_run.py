@@ -8,6 +8,8 @@ import hashlib
 import json
 import os
 import shutil
+import subprocess
+import sys
 import textwrap
 import time
 
@@ -140,6 +142,7 @@ def test_bad_input_gives_one_clear_line_and_nonzero_exit(args, message, run_cli,
     (['--agent=sac', '--env=Pendulum-v1', '--priority_exponent=-1'],
      'priority_exponent must be >= 0, got -1.0'),
     (['--prior_kl_weight=-1'], 'prior_kl_weight must be >= 0, got -1.0'),
+    (['--intra_op_threads=-1'], 'intra_op_threads must be >= 0'),
 ])
 def test_bad_values_are_one_error_line_from_main(args, message, tmp_path, capsys):
     """The same `main` the command line runs, in this process (no TF start-up per case)."""
@@ -278,3 +281,19 @@ def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(run_copy, monk
     with pytest.raises(rundir.TrainingError, match='non-finite loss'):
         inprocess.train(small_options(run_copy, num_steps=100_000), SMALL_CONFIG)
     assert sorted(os.listdir(run_copy / rundir.CHECKPOINTS)) == checkpoints
+
+
+def test_intra_op_threads_apply_before_tensorflow_starts_and_warn_after(tmp_path):
+    # A fresh interpreter: this test process's TensorFlow has long started.
+    code = ('from launch import setup\n'
+            'import tensorflow as tf\n'
+            'setup.set_intra_op_threads(1)\n'
+            'assert tf.config.threading.get_intra_op_parallelism_threads() == 1\n'
+            'tf.constant(1.0) + 1.0\n'
+            'setup.set_intra_op_threads(2)\n'  # too late: a warning, not an error
+            'assert tf.config.threading.get_intra_op_parallelism_threads() == 1\n')
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    result = subprocess.run([sys.executable, '-c', code], cwd=root, capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert 'intra_op_threads=2 not applied' in result.stderr

@@ -1,0 +1,125 @@
+"""The peer's side of `benchmarks/side_by_side.py`: Stable-Baselines3 on torch (CPU).
+
+Runs in its own virtualenv, never this project's (see docs/benchmarks.md):
+
+    python3 -m venv peer_venv
+    peer_venv/bin/pip install torch==2.13.0 stable-baselines3 'gymnasium>=1.0'
+    peer_venv/bin/python benchmarks/peer_sb3.py sac_updates
+
+Prints one JSON object. Figures (each what our side measures too):
+
+- `sac_updates`: SAC updates/s, batch 256, 256x256 actor and twin critics, on a
+  replay buffer filled with random Pendulum-v1 steps (`model.train(...)` timed
+  alone, the same work as our learner step);
+- `sac_pendulum`: SAC on Pendulum-v1 for 5,000 env steps (RL Zoo's learning rate
+  1e-3, 256 random warm-up steps as our preset), the wall of `learn()` and a
+  deterministic evaluation over 10 episodes;
+- `ppo_cartpole`: PPO with RL Zoo's CartPole-v1 hyperparameters until the last 20
+  training episodes average >= 475, the wall of `learn()` and a greedy
+  evaluation over 20 episodes when it stops.
+"""
+
+import argparse
+import json
+import time
+
+import gymnasium as gym
+import numpy as np
+import torch
+from stable_baselines3 import PPO, SAC
+from stable_baselines3.common.callbacks import BaseCallback
+from stable_baselines3.common.env_util import make_vec_env
+
+
+def evaluate(model, env_id, episodes, seed):
+    """Mean and std of `episodes` deterministic episodes seeded seed + 10000 + i."""
+    env = gym.make(env_id)
+    returns = []
+    for i in range(episodes):
+        obs, _ = env.reset(seed=seed + 10000 + i)
+        done, total = False, 0.0
+        while not done:
+            action, _ = model.predict(obs, deterministic=True)
+            obs, reward, terminated, truncated, _ = env.step(action)
+            total += float(reward)
+            done = terminated or truncated
+        returns.append(total)
+    return float(np.mean(returns)), float(np.std(returns))
+
+
+def sac(seed, learning_starts=256):
+    return SAC('MlpPolicy', 'Pendulum-v1', learning_rate=1e-3, batch_size=256,
+               learning_starts=learning_starts, policy_kwargs={'net_arch': [256, 256]},
+               seed=seed, device='cpu', verbose=0)
+
+
+def sac_updates(args):
+    model = sac(args.seed, learning_starts=10**9)  # acting only: fills the buffer
+    model.learn(total_timesteps=2000)
+    rates = []
+    for _ in range(args.repeats):
+        model.train(gradient_steps=10, batch_size=256)  # warm
+        start = time.perf_counter()
+        model.train(gradient_steps=args.updates, batch_size=256)
+        rates.append(args.updates / (time.perf_counter() - start))
+    return {'figure': 'sac_updates', 'updates_per_s': float(np.median(rates)), 'runs': rates}
+
+
+def sac_pendulum(args):
+    model = sac(args.seed)
+    start = time.perf_counter()
+    model.learn(total_timesteps=5000)
+    wall = time.perf_counter() - start
+    mean, std = evaluate(model, 'Pendulum-v1', 10, args.seed)
+    return {'figure': 'sac_pendulum', 'seed': args.seed, 'wall_time_s': wall,
+            'eval_return_mean': mean, 'eval_return_std': std}
+
+
+class StopAtMean(BaseCallback):
+    """Stops once the last `window` finished training episodes average >= target."""
+
+    def __init__(self, target=475.0, window=20):
+        super().__init__()
+        self.target, self.window, self.returns, self.env_steps = target, window, [], 0
+
+    def _on_step(self):
+        self.env_steps += self.training_env.num_envs
+        for info in self.locals['infos']:
+            if 'episode' in info:
+                self.returns.append(info['episode']['r'])
+        recent = self.returns[-self.window:]
+        return not (len(recent) == self.window and np.mean(recent) >= self.target)
+
+
+def ppo_cartpole(args):
+    # RL Zoo's hyperparams/ppo.yml, CartPole-v1 (linear schedules from 1 to 0 of progress).
+    env = make_vec_env('CartPole-v1', n_envs=8, seed=args.seed)
+    model = PPO('MlpPolicy', env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98,
+                n_epochs=20, ent_coef=0.0, learning_rate=lambda p: 0.001 * p,
+                clip_range=lambda p: 0.2 * p, seed=args.seed, device='cpu', verbose=0)
+    stop = StopAtMean()
+    start = time.perf_counter()
+    model.learn(total_timesteps=100_000, callback=stop)
+    wall = time.perf_counter() - start
+    mean, std = evaluate(model, 'CartPole-v1', 20, args.seed)
+    return {'figure': 'ppo_cartpole', 'seed': args.seed, 'wall_time_s': wall,
+            'env_steps': stop.env_steps, 'last_20_mean': float(np.mean(stop.returns[-20:])),
+            'eval_return_mean': mean, 'eval_return_std': std}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    parser.add_argument('figure', choices=['sac_updates', 'sac_pendulum', 'ppo_cartpole'])
+    parser.add_argument('--seed', type=int, default=0)
+    parser.add_argument('--repeats', type=int, default=3)
+    parser.add_argument('--updates', type=int, default=200)
+    args = parser.parse_args()
+    result = globals()[args.figure](args)
+    import stable_baselines3
+    result.update(peer=f'stable-baselines3 {stable_baselines3.__version__}',
+                  torch=torch.__version__, torch_threads=torch.get_num_threads())
+    print(json.dumps(result))
+
+
+if __name__ == '__main__':
+    main()
