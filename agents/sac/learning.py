@@ -236,9 +236,9 @@ class SACLearner(LearnerBase):
 
     def set_progress(self, fraction: float) -> None:
         super().set_progress(fraction)  # the critics'
-        anneal = self.config.optimizer.annealed
-        self.assign_rate(self.actor_learning_rate, anneal(self.config.actor_learning_rate, fraction))
-        self.assign_rate(self.alpha_learning_rate, anneal(self.config.alpha_learning_rate, fraction))
+        config, anneal = self.config, self.config.optimizer.annealed
+        self.assign_rate(self.actor_learning_rate, anneal(config.actor_learning_rate, fraction))
+        self.assign_rate(self.alpha_learning_rate, anneal(config.alpha_learning_rate, fraction))
 
     # --- policy pieces ------------------------------------------------------
 
