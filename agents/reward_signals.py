@@ -8,7 +8,8 @@ reward with its own strength and discount. Here (CLEAR and SAC):
 - `curiosity`: ICM (Pathak et al. 2017). An encoder phi, an inverse model
   (the action from phi(s), phi(s')) and a forward model (phi(s') from phi(s)
   and the action); the reward is the forward model's error
-  0.5 * ||f(phi(s), a) - phi(s')||^2, times `curiosity_strength`;
+  0.5 * ||f(phi(s), a) - phi(s')||^2, times `curiosity_strength` (annealed
+  linearly to 0 over `curiosity_steps` learner steps, constant with 0);
 - `gail`: GAIL (Ho & Ermon 2016). A discriminator D(s[, a]), the probability
   that a step is a demonstration's, trained on demonstration steps against the
   policy's with a gradient penalty; the reward is -log(1 - D), times
@@ -75,6 +76,8 @@ class SignalsConfig:
     curiosity_episodic: bool = field(
         False, "an episode's termination ends the curiosity return (ML-Agents); off: it "
         "bootstraps across it as across a time limit (RND's non-episodic returns)")
+    curiosity_steps: int = field(0, 'learner steps over which curiosity_strength anneals '
+                                 'linearly to 0 (0: constant)')
     curiosity_normalize: bool = field(
         False, 'divide the curiosity reward by a running RMS of it (as RND), so the strength '
         'is in units of typical novelty and stays meaningful as ICM learns')
@@ -114,7 +117,8 @@ class SignalsConfig:
                      'signal_hidden_size'):
             value = getattr(self, name)
             require(value > 0, f'{name} must be positive, got {value}')
-        for name in ('gail_gradient_penalty', 'bc_steps', 'bc_pretrain_steps'):
+        for name in ('gail_gradient_penalty', 'curiosity_steps', 'bc_steps',
+                     'bc_pretrain_steps'):
             value = getattr(self, name)
             require(value >= 0, f'{name} must be >= 0, got {value}')
         require(bool(self.gail_strength) == bool(self.gail_demos),
@@ -475,11 +479,13 @@ class RewardSignals(snt.Module):
         return self.curiosity_mean_square.assign_add(rate * (batch - self.curiosity_mean_square))
 
     def rewards_and_train(self, observation: Any, action: Tuple[tf.Tensor, ...],
-                          mask: tf.Tensor) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
+                          mask: tf.Tensor, step: Any = 0
+                          ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
         """Intrinsic rewards `[T, B, n]` (strength-weighted, no gradient) for the
         time-major steps `observation[:-1]`, `action[:-1]` -> `observation[1:]`
         (`[T + 1, B, ...]` in, `mask` `[T, B]` marks real steps), from the models as
         they are; then one update of each model on the masked steps. Metrics by name.
+        `step` (the learner's) anneals the curiosity strength (`curiosity_steps`).
         """
         obs = _flat(tf.nest.map_structure(lambda x: x[:-1], observation))
         next_obs = _flat(tf.nest.map_structure(lambda x: x[1:], observation))
@@ -499,7 +505,8 @@ class RewardSignals(snt.Module):
             if self.config.curiosity_normalize:
                 reward = reward / tf.sqrt(self._update_mean_square(reward, flat_mask, count)
                                           + 1e-8)
-            reward = reward * self.config.curiosity_strength
+            reward = reward * linear_decay(self.config.curiosity_strength,
+                                           self.config.curiosity_steps, step)
             rewards.append(reward)
             metrics.update({'curiosity/forward_loss': forward_loss,
                             'curiosity/inverse_loss': inverse_loss,

@@ -13,7 +13,8 @@ Prints one JSON object. Figures (each what our side measures too):
   alone, the same work as our learner step);
 - `sac_pendulum`: SAC on Pendulum-v1 for 5,000 env steps (RL Zoo's learning rate
   1e-3, 256 random warm-up steps as our preset), the wall of `learn()` and a
-  deterministic evaluation over 10 episodes;
+  deterministic evaluation over 10 episodes; `--net=128,128 --n_steps=3` give
+  it the networks and n-step targets of our `sac_pendulum_5k_fast` preset;
 - `ppo_cartpole`: PPO with RL Zoo's CartPole-v1 hyperparameters until the last 20
   training episodes average >= 475, the wall of `learn()` and a greedy
   evaluation over 20 episodes when it stops.
@@ -47,10 +48,10 @@ def evaluate(model, env_id, episodes, seed):
     return float(np.mean(returns)), float(np.std(returns))
 
 
-def sac(seed, learning_starts=256):
+def sac(seed, learning_starts=256, net=(256, 256), n_steps=1):
     return SAC('MlpPolicy', 'Pendulum-v1', learning_rate=1e-3, batch_size=256,
-               learning_starts=learning_starts, policy_kwargs={'net_arch': [256, 256]},
-               seed=seed, device='cpu', verbose=0)
+               learning_starts=learning_starts, policy_kwargs={'net_arch': list(net)},
+               n_steps=n_steps, seed=seed, device='cpu', verbose=0)
 
 
 def sac_updates(args):
@@ -66,12 +67,13 @@ def sac_updates(args):
 
 
 def sac_pendulum(args):
-    model = sac(args.seed)
+    model = sac(args.seed, net=args.net, n_steps=args.n_steps)
     start = time.perf_counter()
     model.learn(total_timesteps=5000)
     wall = time.perf_counter() - start
     mean, std = evaluate(model, 'Pendulum-v1', 10, args.seed)
-    return {'figure': 'sac_pendulum', 'seed': args.seed, 'wall_time_s': wall,
+    return {'figure': 'sac_pendulum', 'seed': args.seed, 'net': args.net,
+            'n_steps': args.n_steps, 'wall_time_s': wall,
             'eval_return_mean': mean, 'eval_return_std': std}
 
 
@@ -113,6 +115,9 @@ def main():
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--repeats', type=int, default=3)
     parser.add_argument('--updates', type=int, default=200)
+    parser.add_argument('--net', type=lambda t: [int(x) for x in t.split(',')],
+                        default=[256, 256], help="sac_pendulum's hidden sizes")
+    parser.add_argument('--n_steps', type=int, default=1, help="sac_pendulum's n-step targets")
     args = parser.parse_args()
     result = globals()[args.figure](args)
     import stable_baselines3

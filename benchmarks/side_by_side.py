@@ -19,6 +19,8 @@ Figures (`--figures`, default all):
   preset; the peer at the same learning rate, batch, networks and warm-up):
   training wall and deterministic evaluation per seed, and our learner's
   updates/s in the run against the learner alone (`sac_updates`' Reverb rate);
+- `sac_pendulum_fast`: the same with `sac_pendulum_5k_fast` (128x128, 3-step
+  targets), against the peer as above and the peer with those settings too;
 - `cartpole`: CartPole-v1 until the last 20 training episodes average >= 475:
   ours `clear_cartpole_475` (LSTM) and `clear_cartpole_475_ff` (feed-forward),
   the peer PPO with RL Zoo's hyperparameters; wall to the stop and a greedy
@@ -41,7 +43,7 @@ import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PEER = os.path.join(ROOT, 'benchmarks', 'peer_sb3.py')
-FIGURES = ('sac_updates', 'sac_pendulum', 'cartpole', 'actor')
+FIGURES = ('sac_updates', 'sac_pendulum', 'sac_pendulum_fast', 'cartpole', 'actor')
 
 
 def _json_out(command):
@@ -88,19 +90,34 @@ def sac_updates(peer, repeats, seeds):
     return result
 
 
-def sac_pendulum(peer, repeats, seeds):
-    ours, theirs = [], []
+def _sac_pendulum(preset, seeds, peers):
+    """Our `preset` against each peer configuration (name -> peer command), seed by
+    seed: walls, evaluations, and the ratio of the median walls to each peer's."""
+    ours, theirs = [], {name: [] for name in peers}
     for seed in seeds:
-        ours.append(ours_run('sac_pendulum_5k', seed))
-        theirs.append(_json_out([peer, PEER, 'sac_pendulum', f'--seed={seed}']))
-    result = {'ours': ours, 'peer': theirs,
-              'ours_wall_s': median(ours, 'wall_time_s'),
-              'peer_wall_s': median(theirs, 'wall_time_s'),
+        ours.append(ours_run(preset, seed))
+        for name, command in peers.items():
+            theirs[name].append(_json_out([*command, 'sac_pendulum', f'--seed={seed}']))
+    result = {'preset': preset, 'ours': ours, 'ours_wall_s': median(ours, 'wall_time_s'),
               'ours_learner_steps_per_s': median(ours, 'learner_steps_per_s'),
-              'ours_seeds_at_least_-200': sum(r['eval_return_mean'] >= -200 for r in ours),
-              'peer_seeds_at_least_-200': sum(r['eval_return_mean'] >= -200 for r in theirs)}
-    result['ratio_wall'] = result['ours_wall_s'] / result['peer_wall_s']
+              'ours_seeds_at_least_-200': sum(r['eval_return_mean'] >= -200 for r in ours)}
+    for name, runs in theirs.items():
+        wall = median(runs, 'wall_time_s')
+        result.update({name: runs, f'{name}_wall_s': wall,
+                       f'{name}_seeds_at_least_-200': sum(r['eval_return_mean'] >= -200
+                                                          for r in runs),
+                       f'ratio_wall_to_{name}': result['ours_wall_s'] / wall})
     return result
+
+
+def sac_pendulum(peer, repeats, seeds):
+    return _sac_pendulum('sac_pendulum_5k', seeds, {'peer': [peer, PEER]})
+
+
+def sac_pendulum_fast(peer, repeats, seeds):
+    return _sac_pendulum('sac_pendulum_5k_fast', seeds, {
+        'peer': [peer, PEER],
+        'peer_same_settings': [peer, PEER, '--net=128,128', '--n_steps=3']})
 
 
 def cartpole(peer, repeats, seeds):

@@ -156,7 +156,7 @@ class CLEARLearner(LearnerBase):
         signal_metrics = {}
         if config.signals.intrinsic:  # the models as they are, then one update of each
             signal_r_t, signal_metrics = self.signals.rewards_and_train(
-                steps.observation, steps.action, mask_t)
+                steps.observation, steps.action, mask_t, self.num_steps)
 
         with tf.GradientTape() as tape:
             outputs, _ = self.core.unroll(inputs, batch.sequence.core_state)

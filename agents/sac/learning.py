@@ -482,7 +482,8 @@ class SACLearner(LearnerBase):
         signal_rewards, signal_metrics = None, {}
         if config.signals.intrinsic:  # steps 0..T + n - 2, real where the next is no `first`
             signal_rewards, signal_metrics = self.signals.rewards_and_train(
-                steps.observation, steps.action, trajectory.valid_mask(steps.first))
+                steps.observation, steps.action, trajectory.valid_mask(steps.first),
+                self.num_steps)
         # The critics see what the actor's torso sees.
         critic_observation = self._critic_observation(learned.observation)
 

@@ -89,6 +89,22 @@ def test_curiosity_rewards_fall_where_icm_has_learned_and_stay_high_elsewhere():
     assert novel.numpy().mean() > 3 * rewards.numpy().mean()
 
 
+def test_curiosity_strength_anneals_over_curiosity_steps():
+    rng = np.random.default_rng(0)
+    batch = _time_major_batch(rng)
+    for step, strength in [(0, 2.0), (30, 0.5), (40, 0.0), (400, 0.0)]:
+        signals = _signals(curiosity_strength=2.0, curiosity_steps=40)
+        rewards, metrics = signals.rewards_and_train(*batch, step=tf.constant(step, tf.int64))
+        # All steps real: the mean reward is the strength then times the forward error.
+        np.testing.assert_allclose(rewards.numpy().mean(),
+                                   strength * metrics['curiosity/forward_loss'].numpy(),
+                                   rtol=1e-5, atol=1e-7)
+    constant = _signals(curiosity_strength=2.0)
+    rewards, metrics = constant.rewards_and_train(*batch, step=tf.constant(400, tf.int64))
+    np.testing.assert_allclose(rewards.numpy().mean(),
+                               2.0 * metrics['curiosity/forward_loss'].numpy(), rtol=1e-5)
+
+
 def test_masked_steps_do_not_train_or_count():
     signals = _signals(curiosity_strength=1.0)
     rng = np.random.default_rng(0)

@@ -103,9 +103,12 @@ def run_a_few_hundred_steps(name, tmp_path):
     steps = int(margin * options.step_mul * max(
         300, plan.batch_sequences * plan.sequence_length,
         rounds * options.num_envs * plan.sequence_period))
-    if options.is_sequence:  # the same steps over the visits, every task evaluated thrice
+    if options.is_sequence:
+        # The same steps over the visits, every task evaluated at the start and the end
+        # (an evaluation of MinAtar Freeway is 2,500 policy calls, whatever the policy).
         per_task = steps // len(options.tasks) + 1
-        overrides = [f'--steps_per_task={per_task}', f'--eval_every_steps={per_task}']
+        overrides = [f'--steps_per_task={per_task}',
+                     f'--eval_every_steps={per_task * len(options.tasks)}']
     else:
         overrides = [f'--num_steps={steps}']
     from launch import suites
