@@ -41,7 +41,7 @@ see it. Demonstration files are `replay.demos`' format.
 """
 
 import dataclasses
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple, Union
 
 import gymnasium as gym
 import numpy as np
@@ -479,7 +479,7 @@ class RewardSignals(snt.Module):
         return self.curiosity_mean_square.assign_add(rate * (batch - self.curiosity_mean_square))
 
     def rewards_and_train(self, observation: Any, action: Tuple[tf.Tensor, ...],
-                          mask: tf.Tensor, step: Any = 0
+                          mask: tf.Tensor, step: Union[int, tf.Tensor] = 0
                           ) -> Tuple[tf.Tensor, Dict[str, tf.Tensor]]:
         """Intrinsic rewards `[T, B, n]` (strength-weighted, no gradient) for the
         time-major steps `observation[:-1]`, `action[:-1]` -> `observation[1:]`
