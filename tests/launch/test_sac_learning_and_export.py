@@ -108,7 +108,8 @@ def random_policy_return(episodes=4000, seed=0):
 def test_mixed_actions_learn_far_above_random(tmp_path):
     random_return = random_policy_return()
     assert 0.15 < random_return < 0.25
-    options = RunOptions(agent='sac', env='TargetReach-v0', num_envs=8, num_steps=3000, seed=0,
+    # 2k env steps: 0.978 / 0.983 (seeds 0 / 1), as 3k's 0.973 / 0.993.
+    options = RunOptions(agent='sac', env='TargetReach-v0', num_envs=8, num_steps=2000, seed=0,
                          logdir=str(tmp_path), eval_episodes=50, log_interval_s=1000.0)
     config = SACConfig(hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64), batch_size=128)
     summary = inprocess.train(options, config)
