@@ -47,7 +47,8 @@ FIGURES = ('sac_updates', 'sac_pendulum', 'sac_pendulum_fast', 'cartpole', 'acto
 
 
 def _json_out(command):
-    """Runs `command` in the repository; its stdout's last JSON object."""
+    """Runs `command` in the repository; the JSON object its stdout ends with (from
+    the first '{' on: the commands print one object, after any log lines)."""
     out = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=True).stdout
     return json.loads(out[out.index('{'):])
 

@@ -19,10 +19,11 @@ TARGET_WINDOW = 20  # training episodes the target return (and the recent return
 class TargetCheck:
     """Whether a run has reached `target` (None: never): the last `TARGET_WINDOW`
     training episodes average it and, with `greedy` (a callable returning the mean
-    return of a greedy evaluation), the policy's greedy play does too. A training mean can be reached
-    by a sampling policy whose greedy play is worse (CLEAR on CartPole stopped at a
-    training mean of 487.9 with a greedy evaluation of 284.1); after a failed greedy
-    check the next waits for `TARGET_WINDOW` more training episodes.
+    return of a greedy evaluation), the policy's greedy play does too. A training
+    mean can be reached by a sampling policy whose greedy play is worse (CLEAR on
+    CartPole stopped at a training mean of 487.9 with a greedy evaluation of 284.1);
+    after a failed greedy check the next waits for `TARGET_WINDOW` more training
+    episodes.
     """
 
     def __init__(self, target: Optional[float], greedy: Optional[Callable[[], float]] = None):
