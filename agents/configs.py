@@ -34,6 +34,30 @@ TORSOS = ('auto', 'mlp', 'nature_cnn', 'impala_resnet', 'simple', 'minatar', 'na
 
 
 PREV_REWARD_INPUTS = ('transformed', 'raw')
+VALUE_NORMALIZATIONS = ('popart', 'none')
+VALUE_NORMALIZATION_DOC = ("'popart': value heads learned in normalised units with running "
+                           "target statistics (networks/popart.py), so no reward scale needs "
+                           "tuning; 'none': in the reward's units (the seeds)")
+POPART_STEP_DOC = "PopArt's statistics step size (beta; exact averages for the first 1/beta steps)"
+
+
+NORMALIZE_DOC = ('standardise vector observations with running statistics (ML-Agents); '
+                 'other observations (images, dicts) are left as they are')
+
+
+def normalizes(normalize: bool, observation_space: Any) -> bool:
+    """Whether a core standardises `observation_space` under `normalize`: a vector Box
+    only (images have their own scale; a dict's leaves are not standardised)."""
+    import gymnasium as gym  # configs stay importable without gymnasium's import cost
+    return bool(normalize) and isinstance(observation_space, gym.spaces.Box) \
+        and len(observation_space.shape) == 1
+
+
+def check_value_normalization(config: Any) -> None:
+    """`value_normalization` is a known mode and `popart_step_size` in (0, 1]."""
+    require_choice('value_normalization', config.value_normalization, VALUE_NORMALIZATIONS)
+    require(0.0 < config.popart_step_size <= 1.0,
+            f'popart_step_size must be in (0, 1], got {config.popart_step_size}')
 TORSO_DOC = ("'auto' (by the observation: mlp, minatar under 36x36 images, else nature_cnn), "
              "'mlp', 'nature_cnn' ('nature'), 'impala_resnet' ('impala'), 'simple' (ML-Agents) "
              "or 'minatar' (the MinAtar paper's conv 16 3x3)")

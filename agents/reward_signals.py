@@ -24,8 +24,11 @@ signal). The models train inside the learner's `tf.function` step with their
 own Adam optimisers.
 
 Whether a termination ends a signal's return is per signal (`curiosity_episodic`
-off, RND's non-episodic returns; `gail_episodic` on); `curiosity_normalize`
-divides the curiosity reward by its running RMS; `gail_reward='logit'` is
+off, RND's non-episodic returns; `gail_episodic` on); `curiosity_clip` bounds
+a step's curiosity reward by a multiple of its running RMS (taken over the
+bounded rewards, so one unpredictable transition, a wall hit in MountainCar,
+neither dominates the return nor mutes curiosity for hundreds of updates);
+`curiosity_normalize` divides the curiosity reward by that RMS; `gail_reward='logit'` is
 AIRL's log D - log(1 - D). Why each exists: docs/reward-signals.md.
 
 Behavioural cloning (`bc_demos`, `bc_strength`, `bc_steps`,
@@ -81,6 +84,9 @@ class SignalsConfig:
     curiosity_normalize: bool = field(
         False, 'divide the curiosity reward by a running RMS of it (as RND), so the strength '
         'is in units of typical novelty and stays meaningful as ICM learns')
+    curiosity_clip: float = field(
+        5.0, "a step's curiosity reward is at most this many running RMS of the (bounded) "
+        'rewards before it (0: unbounded)')
     gail_strength: float = field(0.0, 'weight of the GAIL reward -log(1 - D) (0: off)')
     gail_gamma: float = field(0.99, "the GAIL reward's discount")
     gail_demos: str = field('', "demonstrations file (launch/record.py) for GAIL's "
@@ -118,7 +124,7 @@ class SignalsConfig:
             value = getattr(self, name)
             require(value > 0, f'{name} must be positive, got {value}')
         for name in ('gail_gradient_penalty', 'curiosity_steps', 'bc_steps',
-                     'bc_pretrain_steps'):
+                     'bc_pretrain_steps', 'curiosity_clip'):
             value = getattr(self, name)
             require(value >= 0, f'{name} must be >= 0, got {value}')
         require(bool(self.gail_strength) == bool(self.gail_demos),
@@ -260,6 +266,17 @@ def component_discounts(discount: tf.Tensor, gammas: Any,
     episodic = tf.constant(episodic, tf.bool)
     discount = tf.cast(discount, tf.float32)[..., None]
     return tf.where(episodic, discount, tf.ones_like(discount)) * gammas
+
+
+def bounded_curiosity(reward: tf.Tensor, clip: float, mean_square: tf.Tensor,
+                      updates: tf.Tensor) -> tf.Tensor:
+    """Per-step curiosity rewards `[N]` capped at `clip` times the running RMS
+    `sqrt(mean_square)` of earlier (bounded) rewards; unchanged with `clip` 0 or
+    before the first update (`updates` 0: no RMS yet)."""
+    if not clip:
+        return reward
+    bound = tf.where(updates > 0, clip * tf.sqrt(mean_square), float('inf'))
+    return tf.minimum(reward, bound)
 
 
 def linear_decay(strength: float, steps: int, step: tf.Tensor) -> tf.Tensor:
@@ -434,7 +451,8 @@ class RewardSignals(snt.Module):
             self.curiosity = ICM(observation_space, action_space, config.curiosity_encoding_size,
                                  config.signal_hidden_size)
             self.curiosity_optimizer = snt.optimizers.Adam(config.curiosity_learning_rate)
-            # The running mean of the squared forward error (`curiosity_normalize`).
+            # The running mean of the squared (bounded) forward error: `curiosity_clip`'s
+            # and `curiosity_normalize`'s scale.
             self.curiosity_mean_square = tf.Variable(0.0, trainable=False,
                                                      name='curiosity_mean_square')
             self.curiosity_updates = tf.Variable(0.0, trainable=False, name='curiosity_updates')
@@ -501,10 +519,11 @@ class RewardSignals(snt.Module):
                 inverse_loss = tf.reduce_sum(flat_mask * inverse) / count
                 loss = FORWARD_WEIGHT * forward_loss + (1.0 - FORWARD_WEIGHT) * inverse_loss
             self.curiosity_optimizer.apply(tape.gradient(loss, variables), variables)
-            reward = tf.stop_gradient(forward)
+            reward = bounded_curiosity(tf.stop_gradient(forward), self.config.curiosity_clip,
+                                       self.curiosity_mean_square, self.curiosity_updates)
+            mean_square = self._update_mean_square(reward, flat_mask, count)
             if self.config.curiosity_normalize:
-                reward = reward / tf.sqrt(self._update_mean_square(reward, flat_mask, count)
-                                          + 1e-8)
+                reward = reward / tf.sqrt(mean_square + 1e-8)
             reward = reward * linear_decay(self.config.curiosity_strength,
                                            self.config.curiosity_steps, step)
             rewards.append(reward)

@@ -36,6 +36,7 @@ from networks.distributions import ActionSpace, UnsupportedSpaceError
 from networks.normalizer import RunningNormalizer
 from networks.observations import (
     ObservationTorso, observation_spec, split_action_mask, without_action_mask)
+from networks.popart import PopArtLinear
 
 
 class CoreInputs(NamedTuple):
@@ -187,21 +188,30 @@ class PolicyHead(snt.Linear):
         return self.action_space.split_params(super().__call__(features))
 
 
-class BaselineHead(snt.Linear):
-    """Features `[N, H]` -> the state value `[N]`."""
+class BaselineHead(PopArtLinear):
+    """Features `[N, H]` -> the state value `[N]`, in the reward's units; with
+    `normalized`, learned in PopArt's normalised units (`networks.popart`)."""
 
-    def __init__(self, name: str = 'baseline_head'):
-        super().__init__(1, name=name)
+    def __init__(self, normalized: bool = False, popart_step_size: float = 3e-4,
+                 name: str = 'baseline_head'):
+        super().__init__(1, normalized=normalized, step_size=popart_step_size, name=name)
 
     def __call__(self, features: tf.Tensor) -> tf.Tensor:
         return tf.squeeze(super().__call__(features), -1)
 
+    def normalized(self, features: tf.Tensor) -> tf.Tensor:
+        """features `[N, H]` -> the normalised value `[N]`."""
+        return tf.squeeze(super().normalized(features), -1)
 
-class QHead(snt.Linear):
-    """Features `[N, H]` -> one value per discrete action `[N, num_values]` (ACER)."""
 
-    def __init__(self, num_values: int, name: str = 'q_head'):
-        super().__init__(num_values, name=name)
+class QHead(PopArtLinear):
+    """Features `[N, H]` -> one value per discrete action `[N, num_values]` (ACER), in
+    the reward's units; with `normalized`, one set of PopArt statistics for all."""
+
+    def __init__(self, num_values: int, normalized: bool = False,
+                 popart_step_size: float = 3e-4, name: str = 'q_head'):
+        super().__init__(num_values, normalized=normalized, step_size=popart_step_size,
+                         name=name)
 
 
 class AdvantageHead(snt.nets.MLP):
@@ -210,6 +220,11 @@ class AdvantageHead(snt.nets.MLP):
 
     def __init__(self, hidden_sizes: Sequence[int], name: str = 'advantage_head'):
         super().__init__(list(hidden_sizes) + [1], name=name)
+
+    @property
+    def output_layer(self) -> snt.Linear:
+        """The last linear layer (PopArt rescales it with the value's sigma)."""
+        return self._layers[-1]
 
     def __call__(self, features: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
         return tf.squeeze(super().__call__(tf.concat([features, action], -1)), -1)
@@ -292,6 +307,8 @@ class ActorCriticCore(snt.RNNCore):
                  normalize_observations: bool = False,
                  reward_transform: Optional[RewardTransform] = None,
                  soft_q_policy: Optional[SoftQPolicySpec] = None,
+                 value_normalization: bool = False,
+                 popart_step_size: float = 3e-4,
                  name: Optional[str] = None):
         """`num_q_values > 0` adds a Q head (one value per discrete action, ACER);
         `advantage_hidden_sizes` adds an A(x, a) MLP (ACER's SDN, continuous);
@@ -307,7 +324,10 @@ class ActorCriticCore(snt.RNNCore):
         head a `SoftQPolicyHead` (critics with `torso`, softmax(min Q / alpha), purely
         discrete actions) whose encoder is the torso (`hidden_sizes` unused); it needs
         `lstm_size=0`, `condition_on_previous=False`, `baseline=False` and no Q or
-        advantage head."""
+        advantage head. `value_normalization` learns the baseline and Q heads with
+        PopArt (`networks.popart`, statistics moving by `popart_step_size`); their
+        outputs stay in the reward's units, and the advantage head's output is
+        scaled by the baseline's sigma."""
         super().__init__(name=name)
         if soft_q_policy is not None and (lstm_size or condition_on_previous or baseline
                                           or num_q_values or advantage_hidden_sizes is not None):
@@ -350,8 +370,10 @@ class ActorCriticCore(snt.RNNCore):
         self._lstm = LSTMMemory(lstm_size) if lstm_size > 0 else None
         # Heads.
         self._policy_head = PolicyHead(action_space) if soft_q_policy is None else soft_q_head
-        self._baseline_head = BaselineHead() if baseline else None
-        self._q_head = QHead(num_q_values) if num_q_values else None
+        self._baseline_head = (BaselineHead(value_normalization, popart_step_size)
+                               if baseline else None)
+        self._q_head = (QHead(num_q_values, value_normalization, popart_step_size)
+                        if num_q_values else None)
         self._advantage_net = (None if advantage_hidden_sizes is None
                                else AdvantageHead(advantage_hidden_sizes))
 
@@ -441,7 +463,10 @@ class ActorCriticCore(snt.RNNCore):
         """
         if self._advantage_net is None:
             raise ValueError('this core was built without an advantage head')
-        return self._advantage_net(features, action)
+        advantage = self._advantage_net(features, action)
+        if self._baseline_head is not None and self._baseline_head.normalized_output:
+            advantage *= self._baseline_head.std()  # in the value's units
+        return advantage
 
     def __call__(self, inputs: CoreInputs, prev_state: Any) -> Tuple[AgentOutput, Any]:
         """One step for a batch: inputs `[B, ...]` -> (outputs `[B, ...]`, state)."""

@@ -379,10 +379,12 @@ class _BaselineMirror:
 
     def refresh(self) -> None:
         self._w, self._b = self._part.w.numpy(), self._part.b.numpy()
+        mean, std = self._part.statistics()  # PopArt's (0, 1 without normalisation)
+        self._mean, self._std = float(mean.numpy()[0]), float(std.numpy()[0])
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        """features `[B, H]` -> `[B]`."""
-        return (x @ self._w + self._b)[:, 0]
+        """features `[B, H]` -> `[B]`, in the reward's units."""
+        return (x @ self._w + self._b)[:, 0] * self._std + self._mean
 
 
 _PART_MIRRORS = {

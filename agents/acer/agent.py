@@ -4,7 +4,7 @@ from typing import Any, Callable, Tuple
 
 from agents import configs, contract
 from agents.acer.config import ACERConfig
-from agents.acer.learning import METRICS, ACERLearner
+from agents.acer.learning import METRICS, POPART_METRICS, ACERLearner
 from networks.cores import ActorCriticCore
 from networks.distributions import ActionSpace, UnsupportedSpaceError
 
@@ -45,7 +45,11 @@ class ACER(contract.Agent):
         common = dict(torso=config.torso, hidden_sizes=config.hidden_sizes,
                       lstm_size=config.lstm_size,
                       reward_transform=configs.reward_input(
-                          config.prev_reward_input, config.reward_scaling, config.reward_clipping))
+                          config.prev_reward_input, config.reward_scaling, config.reward_clipping),
+                      normalize_observations=configs.normalizes(config.normalize,
+                                                                observation_space),
+                      value_normalization=config.value_normalization == 'popart',
+                      popart_step_size=config.popart_step_size)
         if action_space.is_discrete:
             # Q(x, .) from a Q head; V = sum_a pi(a) Q(a), so no value head.
             return ActorCriticCore(observation_space, action_space,
@@ -60,4 +64,5 @@ class ACER(contract.Agent):
         return ACERLearner(make_core(), action_space, config, make_core)
 
     def metric_names(self, config: ACERConfig, action_space: ActionSpace) -> Tuple[str, ...]:
-        return METRICS + config.replay.metric_names() + config.prior.metric_names()
+        return (METRICS + (POPART_METRICS if config.value_normalization == 'popart' else ())
+                + config.replay.metric_names() + config.prior.metric_names())

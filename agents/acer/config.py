@@ -16,6 +16,8 @@ from agents.configs import field, require, sub_config
 from agents.prior import PriorConfig
 from agents.returns import REWARD_CLIPPINGS
 
+# The average network's LSTM state at a sequence's first step (`average_network_state`).
+AVERAGE_NETWORK_STATES = ('stored', 'reset')
 
 @dataclasses.dataclass(frozen=True)
 class ACERConfig:
@@ -38,6 +40,8 @@ class ACERConfig:
     use_Q_opc: bool = field(
         False, "the policy's advantage uses Q_opc (unit traces) instead of Q_ret; the Q "
         'loss (and the continuous V target) always regress on Retrace Q_ret')
+    value_normalization: str = field('popart', configs.VALUE_NORMALIZATION_DOC)
+    popart_step_size: float = field(3e-4, configs.POPART_STEP_DOC)
     # Losses.
     pi_loss_coef: float = field(1.0, 'weight of the policy loss, entropy bonus included')
     Q_loss_coef: float = field(0.5, 'weight of 0.5 * (Q_ret - Q)^2')
@@ -47,14 +51,18 @@ class ACERConfig:
     use_trust_region: bool = field(True, 'project the policy gradient (efficient trust region)')
     trust_region_alpha: float = field(0.99, 'decay of the average policy network')
     trust_region_delta: float = field(1.0, 'bound on the KL step towards the average policy')
+    average_network_state: str = field(
+        'stored', "the average network's LSTM state at a sequence's start: 'stored' (the "
+        "actors' stored state, as the network's) or 'reset' (zeros, chainerrl's replay)")
     normalize_loss_by_steps: bool = field(True, 'divide losses by the number of steps in the batch')
     sdn_samples: int = field(5, 'actions sampled for the mean advantage of the SDN (continuous)')
     # Optimiser (Adam or RMSProp, `--optimizer`).
     optimizer: configs.OptimizerConfig = sub_config(configs.OptimizerConfig)
     # Network.
-    lstm_size: int = field(64, 'LSTM units; 0 makes the core feed-forward')
+    lstm_size: int = field(0, 'LSTM units; 0 makes the core feed-forward')
     hidden_sizes: Tuple[int, ...] = field((64, 64), 'MLP torso for vector observations')
     torso: str = field('auto', configs.TORSO_DOC)
+    normalize: bool = field(True, configs.NORMALIZE_DOC)
     prev_reward_input: str = field('transformed', configs.PREV_REWARD_DOC)
     advantage_hidden_sizes: Tuple[int, ...] = field((64,), 'MLP of A(x, a) (continuous actions)')
 
@@ -63,6 +71,9 @@ class ACERConfig:
                                  'trust_region_delta')
         configs.require_fraction(self, 'discounting')
         configs.require_choice('reward_clipping', self.reward_clipping, REWARD_CLIPPINGS)
+        configs.check_value_normalization(self)
+        configs.require_choice('average_network_state', self.average_network_state,
+                               AVERAGE_NETWORK_STATES)
         configs.require_choice('torso', self.torso, configs.TORSOS)
         configs.require_choice('prev_reward_input', self.prev_reward_input,
                                configs.PREV_REWARD_INPUTS)

@@ -5,8 +5,10 @@ or replayed; the schedule is declared in `agents/acer/agent.py`):
 
 - discrete actions: Q(x, .) from the core's Q head, V = sum_a pi(a) Q(a);
 - continuous actions, the stochastic dueling network (SDN): V from the
-  baseline head, Q(x, a) = V(x) + A(x, a) - mean_i A(x, u_i), u_i ~ pi;
-  the trace coefficient is rho ** (1 / action_dim), and V is regressed on
+  baseline head, Q(x, a) = V(x) + A(x, a) - mean_i A(x, u_i), u_i ~ pi, with
+  `sdn_samples` draws u_i of its own for each evaluation (the taken action's Q
+  and the bias correction's Q(x, a'), as chainerrl evaluates its SDN); the trace
+  coefficient is rho ** (1 / action_dim), and V is regressed on
   min(1, rho) (Q_ret - Q) + V;
 - Retrace targets Q_ret from the behaviour policy mu stored with the data:
   the Q loss (and the continuous V target) always regress on Q_ret; the
@@ -17,9 +19,17 @@ or replayed; the schedule is declared in `agents/acer/agent.py`):
   with respect to the distribution statistics (logits, or mean and log-std),
   projected by the efficient trust region against an exponential moving
   average of the network, and applied through the surrogate -sum(z . stats);
+  the average network unrolls from the stored core state, as the network does,
+  or from zeros (`average_network_state='reset'`, chainerrl's replay);
 - loss = pi_loss_coef * (surrogate - beta * entropy) + Q_loss_coef * Q loss:
   chainerrl subtracts the entropy after the projection and weights both by
   `pi_loss_coef`;
+- value normalisation (`value_normalization='popart'`, `networks.popart`): the
+  value head (the Q head, or the SDN's V head, whose advantage head is scaled
+  by the same sigma) is learned in normalised units: Retrace runs on
+  unnormalised values, the Q and V losses and the policy's advantages are
+  divided by sigma, and Q_ret then moves the statistics (the heads are
+  rescaled so their outputs do not change);
 - rewards are scaled, then clipped (`agents.returns.transform_rewards`;
   the defaults leave them unchanged, as chainerrl does);
 - placeholder steps (an episode's final observation, see `replay.trajectory`)
@@ -37,12 +47,15 @@ from agents.returns import transform_rewards
 from agents.learner_base import LearnerBase
 from networks.cores import ActorCriticCore, AgentOutput, CoreInputs
 from networks.distributions import ActionSpace
+from networks.popart import scale_layer
 from replay import trajectory
 from replay.dataset import Batch
 
 
 METRICS = ('loss/policy', 'loss/q', 'loss/total_loss', 'average_value', 'average_entropy',
            'average_kl', 'mean_rho', 'fraction_truncated', 'grad_norm', 'learning_rate')
+# With PopArt (`value_normalization='popart'`): the value head's target statistics.
+POPART_METRICS = ('popart/mean', 'popart/std')
 
 
 def _gather(x: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
@@ -68,6 +81,37 @@ class ACERLearner(LearnerBase):
         self._prior = prior_lib.load_prior(config.prior, core.observation_space, action_space)
         for average, variable in zip(self.average_core.variables, core.variables):
             average.assign(variable)
+        parts = core.parts
+        # The head PopArt normalises: Q(x, .) when discrete, the SDN's V otherwise.
+        self._value_head = parts.q_head if self._discrete else parts.baseline_head
+
+    def _update_statistics(self, q_ret_t: tf.Tensor, mask_t: tf.Tensor) -> Dict[str, tf.Tensor]:
+        """PopArt: Q_ret `[T, B]` of the valid steps `mask_t` moves the value head's
+        statistics (the SDN's advantage head is rescaled with it); returns the
+        metrics (none without normalisation)."""
+        head = self._value_head
+        if not head.normalized_output:
+            return {}
+        old_std = head.std()
+        head.update(tf.reshape(q_ret_t, [-1, 1]), tf.reshape(mask_t, [-1, 1]))
+        if not self._discrete:  # A(x, a) = sigma * net(x, a): keep sigma * net fixed
+            scale_layer(self.core.parts.advantage_head.output_layer, old_std / head.std())
+        mean, std = head.statistics()
+        return {'popart/mean': mean[0], 'popart/std': std[0]}
+
+    def _average_state(self, batch: Batch):
+        """The average network's core state at the sequences' first step (`[B, ...]`
+        leaves): the stored one, or zeros with `average_network_state='reset'`.
+
+        chainerrl replays a random window of an episode from a reset state, so zeros
+        where a sequence starts mid-episode are its approximation too; its on-policy
+        updates use the average model's own state, carried since the episode began,
+        which no stored sequence holds.
+        """
+        state = batch.sequence.core_state
+        if self.config.average_network_state == 'reset':
+            return tf.nest.map_structure(tf.zeros_like, state)
+        return state
 
     def _policy_surrogate(self, stats_t, average_stats_t, pi_loss_fn, mask_t, loss_mask_t):
         """The trust-region-projected policy loss through the statistics.
@@ -123,11 +167,13 @@ class ACERLearner(LearnerBase):
         q_ret_t = losses.retrace_targets(
             r_t, discount_t, tf.stop_gradient(q_t), tf.stop_gradient(v_t),
             tf.stop_gradient(bootstrap_value), trace_t)
-        value_loss = tf.reduce_sum(loss_mask_t * 0.5 * tf.square(q_ret_t - q_t))
+        normalize, std = self._value_head.normalize, self._value_head.std()
+        value_loss = tf.reduce_sum(loss_mask_t * 0.5 * tf.square(normalize(q_ret_t)
+                                                                 - normalize(q_t)))
         target_t = self._policy_target(q_ret_t, r_t, discount_t, q_t, v_t, bootstrap_value,
                                        mask_t)
-        advantage_t = tf.stop_gradient(target_t - v_t)
-        advantage_all_t = tf.stop_gradient(q_all_t - v_t[..., None])
+        advantage_t = tf.stop_gradient((target_t - v_t) / std)
+        advantage_all_t = tf.stop_gradient((q_all_t - v_t[..., None]) / std)
 
         def pi_loss_fn(phi):
             log_pi = tf.nn.log_softmax(phi)
@@ -143,7 +189,7 @@ class ACERLearner(LearnerBase):
         entropy_t = -tf.reduce_sum(pi_t * log_pi_t, -1)
         return (surrogate, value_loss, entropy_t,
                 {'pi_loss': pi_loss, 'kl': kl, 'v_t': v_t, 'rho_t': rho_t,
-                 'abs_td_t': tf.abs(q_ret_t - q_t)})
+                 'abs_td_t': tf.abs(q_ret_t - q_t), 'q_ret_t': q_ret_t})
 
     def _continuous_terms(self, out: AgentOutput, average_stats_t, steps, r_t, discount_t,
                           mask_t, loss_mask_t):
@@ -162,13 +208,16 @@ class ACERLearner(LearnerBase):
             flat = tf.reshape(actions, [-1, self._action_dim])
             return tf.reshape(self.core.advantage(flat_features, flat), shape_tb)
 
-        def sample():  # one action per step from the current policy, held fixed
+        def sample():  # one action per step from the current policy, held fixed: [T, B, d]
             flat_stats = tf.reshape(stats_t, [-1, 2 * self._action_dim])
-            return tf.stop_gradient(space.sample((flat_stats,))[0])
+            return tf.reshape(tf.stop_gradient(space.sample((flat_stats,))[0]),
+                              tf.shape(action_t))
 
-        samples = [tf.reshape(sample(), tf.shape(action_t)) for _ in range(config.sdn_samples)]
-        mean_advantage = tf.add_n([advantage(u) for u in samples]) / config.sdn_samples
-        q_t = v_t + advantage(action_t) - mean_advantage  # [T, B]
+        def mean_advantage():  # mean_i A(x, u_i), u_i ~ pi drawn afresh at each call: [T, B]
+            return tf.add_n([advantage(sample()) for _ in range(config.sdn_samples)]
+                            ) / config.sdn_samples
+
+        q_t = v_t + advantage(action_t) - mean_advantage()  # [T, B]
         log_pi_t = space.log_prob((stats_t,), (action_t,))
         log_mu_t = steps.behaviour_log_prob[:-1]
         rho_t = tf.stop_gradient(tf.exp(log_pi_t - log_mu_t))
@@ -177,20 +226,22 @@ class ACERLearner(LearnerBase):
             r_t, discount_t, tf.stop_gradient(q_t), tf.stop_gradient(v_t),
             tf.stop_gradient(bootstrap_value), trace_t)
         v_target_t = tf.stop_gradient(tf.minimum(1.0, rho_t) * (q_ret_t - q_t) + v_t)
+        std = self._value_head.std()  # PopArt's sigma (1 without it): normalised losses
         value_loss = tf.reduce_sum(loss_mask_t * 0.5 * (tf.square(q_ret_t - q_t)
-                                                   + tf.square(v_target_t - v_t)))
+                                                   + tf.square(v_target_t - v_t))) / std ** 2
         # Bias correction with one action a' ~ pi.
-        a_prime = tf.reshape(sample(), tf.shape(action_t))
+        a_prime = sample()
         log_pi_prime = space.log_prob((stats_t,), (a_prime,))
         # mu(a') from the stored behaviour statistics.
         log_mu_prime = space.log_prob((steps.behaviour_params[0][:-1],), (a_prime,))
         rho_prime = tf.stop_gradient(tf.exp(log_pi_prime - log_mu_prime))
-        advantage_prime = tf.stop_gradient(advantage(a_prime) - mean_advantage)  # Q(x, a') - V
+        # Q(x, a') - V with its own draws u_i, as chainerrl evaluates the SDN anew for a'.
+        advantage_prime = tf.stop_gradient((advantage(a_prime) - mean_advantage()) / std)
         # The paper's continuous policy gradient uses Q_opc (`--use_Q_opc`, as the
         # Pendulum preset sets it); chainerrl's default is Q_ret.
         target_t = self._policy_target(q_ret_t, r_t, discount_t, q_t, v_t, bootstrap_value,
                                        mask_t)
-        advantage_t = tf.stop_gradient(target_t - v_t)
+        advantage_t = tf.stop_gradient((target_t - v_t) / std)
 
         def pi_loss_fn(phi):
             loss = losses.truncated_policy_loss(space.log_prob((phi,), (action_t,)), rho_t,
@@ -206,7 +257,7 @@ class ACERLearner(LearnerBase):
         entropy_t = space.entropy((stats_t,))
         return (surrogate, value_loss, entropy_t,
                 {'pi_loss': pi_loss, 'kl': kl, 'v_t': v_t, 'rho_t': rho_t,
-                 'abs_td_t': tf.abs(q_ret_t - q_t)})
+                 'abs_td_t': tf.abs(q_ret_t - q_t), 'q_ret_t': q_ret_t})
 
     @tf.function(autograph=False)  # no tensor-dependent Python control flow
     def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
@@ -216,7 +267,10 @@ class ACERLearner(LearnerBase):
         mask_t = trajectory.valid_mask(steps.first)  # [T, B]
         weights = self.importance_weights(batch)  # [B]: 1 unless replay is prioritized
         loss_mask_t = mask_t * weights[None, :]
-        average_out, _ = self.average_core.unroll(inputs, batch.sequence.core_state)
+        if self.core.parts.normalizer is not None:  # statistics first, as SAC (ML-Agents)
+            observation = steps.observation[:-1]
+            self.core.update_normalizer(tf.reshape(observation, [-1, observation.shape[-1]]))
+        average_out, _ = self.average_core.unroll(inputs, self._average_state(batch))
         average_stats_t = tf.stop_gradient(average_out.policy_params[0][:-1])
         r_t = transform_rewards(steps.reward[:-1], config.reward_scaling, config.reward_clipping)
         discount_t = steps.discount[:-1] * config.discounting * mask_t
@@ -245,6 +299,7 @@ class ACERLearner(LearnerBase):
         variables = self.core.trainable_variables
         grad_norm = self._apply(tape.gradient(total, variables), variables, batch.replayed,
                                 tf.shape(mask_t)[0])
+        popart_metrics = self._update_statistics(info['q_ret_t'], mask_t)
         alpha = config.trust_region_alpha
         for average, variable in zip(self.average_core.variables, self.core.variables):
             average.assign(alpha * average + (1.0 - alpha) * variable)
@@ -266,5 +321,6 @@ class ACERLearner(LearnerBase):
             'grad_norm': grad_norm,
             'learning_rate': tf.identity(self.learning_rate),
             **prior_metrics,
+            **popart_metrics,
             **self.priority_outputs(batch, weights, info['abs_td_t'], mask_t),
         }

@@ -4,7 +4,8 @@ from typing import Any, Callable, Tuple
 
 from agents import configs, contract
 from agents.clear.config import CLEARConfig
-from agents.clear.learning import CRITIC_PRETRAIN_METRICS, METRICS, CLEARLearner
+from agents.clear.learning import (
+    CRITIC_PRETRAIN_METRICS, METRICS, POPART_METRICS, CLEARLearner)
 from networks.cores import ActorCriticCore
 from networks.distributions import ActionSpace
 from replay.dataset import split_batch
@@ -39,7 +40,11 @@ class CLEAR(contract.Agent):
                                hidden_sizes=config.hidden_sizes, lstm_size=config.lstm_size,
                                reward_transform=configs.reward_input(
                                    config.prev_reward_input, config.reward_scaling,
-                                   config.reward_clipping))
+                                   config.reward_clipping),
+                               normalize_observations=configs.normalizes(
+                                   config.normalize, observation_space),
+                               value_normalization=config.value_normalization == 'popart',
+                               popart_step_size=config.popart_step_size)
 
     def build_learner(self, make_core: Callable[[], ActorCriticCore], action_space: ActionSpace,
                       config: CLEARConfig) -> CLEARLearner:
@@ -51,5 +56,6 @@ class CLEAR(contract.Agent):
     def metric_names(self, config: CLEARConfig, action_space: ActionSpace) -> Tuple[str, ...]:
         # Critic pre-training steps return only theirs (`CLEARLearner.phase`).
         return ((CRITIC_PRETRAIN_METRICS if config.critic_pretrain_steps else ()) + METRICS
+                + (POPART_METRICS if config.value_normalization == 'popart' else ())
                 + config.signals.metric_names() + config.replay.metric_names()
                 + config.prior.metric_names())

@@ -17,6 +17,8 @@ from replay.dataset import split_batch
 
 
 ADVANTAGES = ('vtrace', 'gae')
+# What critic pre-training trains (`critic_pretrain_variables`).
+CRITIC_PRETRAIN_VARIABLES = ('baseline', 'all')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,7 +39,9 @@ class CLEARConfig:
                                  "plain V-trace")
     reward_scaling: float = field(1.0, 'rewards are multiplied by this, then clipped (the seed)')
     reward_clipping: str = field(
-        'abs_one', "clip the scaled reward: 'abs_one', 'soft_asymmetric' or 'none'")
+        'none', "clip the scaled reward: 'abs_one' (the seed's), 'soft_asymmetric' or 'none'")
+    value_normalization: str = field('popart', configs.VALUE_NORMALIZATION_DOC)
+    popart_step_size: float = field(3e-4, configs.POPART_STEP_DOC)
     # Loss weights.
     baseline_cost: float = field(0.5, 'weight of 0.5 * (vs - V)^2')
     entropy_cost: float = field(0.01, 'weight of the entropy bonus')
@@ -48,15 +52,20 @@ class CLEARConfig:
     value_cloning_cost: float = field(0.005, 'weight of (V - V_mu)^2 on replayed rows')
     clip_advantage: bool = field(False, 'keep only positive advantages in the policy gradient')
     critic_pretrain_steps: int = field(
-        0, 'first learner steps train only the baseline, on Monte-Carlo returns (the seed)')
+        0, 'first learner steps minimise the baseline loss alone, on Monte-Carlo returns '
+        '(the seed)')
+    critic_pretrain_variables: str = field(
+        'baseline', "what critic pre-training trains: 'baseline' (the value head alone: the "
+        "policy does not move) or 'all' (every core variable, torso and LSTM too, as the seed)")
     # Reward signals (curiosity, GAIL) and behavioural cloning (`agents.reward_signals`).
     signals: SignalsConfig = sub_config(SignalsConfig)
     # Optimiser (Adam or RMSProp, `--optimizer`).
     optimizer: configs.OptimizerConfig = sub_config(configs.OptimizerConfig)
     # Network.
-    lstm_size: int = field(64, 'LSTM units; 0 makes the core feed-forward')
+    lstm_size: int = field(0, 'LSTM units; 0 makes the core feed-forward')
     hidden_sizes: Tuple[int, ...] = field((64, 64), 'MLP torso for vector observations')
     torso: str = field('auto', configs.TORSO_DOC)
+    normalize: bool = field(True, configs.NORMALIZE_DOC)
     prev_reward_input: str = field('transformed', configs.PREV_REWARD_DOC)
 
     def __post_init__(self):
@@ -64,12 +73,15 @@ class CLEARConfig:
         configs.require_fraction(self, 'replay_fraction', 'discounting', 'gae_lambda',
                                  'vtrace_lambda')
         configs.require_choice('advantage', self.advantage, ADVANTAGES)
+        configs.require_choice('critic_pretrain_variables', self.critic_pretrain_variables,
+                               CRITIC_PRETRAIN_VARIABLES)
         require(self.entropy_anneal_steps >= 0,
                 f'entropy_anneal_steps must be >= 0, got {self.entropy_anneal_steps}')
         require((self.entropy_cost_final >= 0) == (self.entropy_anneal_steps > 0),
                 'entropy annealing needs both --entropy_cost_final >= 0 and '
                 '--entropy_anneal_steps > 0')
         configs.require_choice('reward_clipping', self.reward_clipping, REWARD_CLIPPINGS)
+        configs.check_value_normalization(self)
         configs.require_choice('torso', self.torso, configs.TORSOS)
         configs.require_choice('prev_reward_input', self.prev_reward_input,
                                configs.PREV_REWARD_INPUTS)

@@ -10,12 +10,25 @@ generalised advantage estimation (the A3C meta-RL seed); the entropy weight
 may be annealed linearly over learner steps (`entropy_cost`).
 
 Critic pre-training (the seed's `build_critic_learner`, `critic_pretrain_steps`):
-the first learner steps train only the baseline head, on the squared error to
+the first learner steps minimise the squared error of the baseline to
 Monte-Carlo returns of the transformed rewards (bootstrapped with the current
-baseline at each sequence's end); every variable the policy's output depends
-on stays as it is. The phase follows `num_steps`, which the checkpoint holds,
-so a resumed run continues in the right one; `phase()` tells the wiring, which
-compiles one step per phase (`launch.data.make_learn`).
+baseline at each sequence's end), with an optimiser of their own. By default
+(`critic_pretrain_variables='baseline'`) only the baseline head learns, so every
+variable the policy's output depends on stays as it is: the seed's default
+critic is a network of its own, which its pre-training moves without touching
+the actor, and here the torso and LSTM are the policy's too. 'all' differentiates
+with respect to every trainable variable of the core, as the seed's loss does
+(`tf.trainable_variables()`): the torso and LSTM move, and the policy with them.
+The phase follows `num_steps`, which the checkpoint holds, so a resumed run
+continues in the right one; `phase()` tells the wiring, which compiles one step
+per phase (`launch.data.make_learn`).
+
+Value normalisation (`value_normalization='popart'`, `networks.popart`): the
+baseline head (and each intrinsic component's value) is learned in normalised
+units. Targets are computed from unnormalised values as always; the baseline
+and value-cloning losses compare normalised values, the policy gradient's
+advantages are divided by sigma, and after each update the batch's targets
+move the statistics (the head is rescaled so its values do not change).
 
 Reward signals (`agents.reward_signals`): curiosity and GAIL rewards are extra
 components, each with its own value output (`signal_values`, a linear head on
@@ -27,9 +40,8 @@ Behavioural cloning adds the demonstrations' negative log-likelihood, and
 `pretrain()` trains the policy on demonstrations alone before any actor acts.
 """
 
-from typing import Any, Dict
+from typing import Any, Dict, Optional
 
-import sonnet as snt
 import tensorflow as tf
 
 from agents import prior as prior_lib
@@ -39,6 +51,7 @@ from agents.clear.config import CLEARConfig
 from agents.learner_base import LearnerBase
 from networks.cores import ActorCriticCore, CoreInputs
 from networks.distributions import ActionSpace
+from networks.popart import PopArtLinear
 from replay import trajectory
 from replay.dataset import Batch
 
@@ -46,6 +59,8 @@ from replay.dataset import Batch
 METRICS = ('loss/policy_gradient', 'loss/baseline', 'loss/entropy', 'loss/policy_cloning',
            'loss/value_cloning', 'loss/total_loss', 'grad_norm', 'learning_rate', 'entropy_cost',
            'mean_rho')
+# With PopArt (`value_normalization='popart'`): the baseline's target statistics.
+POPART_METRICS = ('popart/mean', 'popart/std')
 CRITIC_PRETRAIN_METRICS = ('critic_pretrain/baseline_loss', 'critic_pretrain/grad_norm',
                            'critic_pretrain/learning_rate')
 PHASES = ('critic_pretrain', 'learn')
@@ -59,7 +74,7 @@ class CLEARLearner(LearnerBase):
         self.core = core
         self._action_space = action_space
         self._pretraining = config.critic_pretrain_steps > 0
-        if self._pretraining:  # its own slots: it updates the baseline head alone
+        if self._pretraining:  # its own slots, as the seed's critic learner has
             self.critic_optimizer = self.make_optimizer(self.learning_rate)
         signals = config.signals
         self.signals = None
@@ -72,7 +87,10 @@ class CLEARLearner(LearnerBase):
         self._prior = prior_lib.load_prior(config.prior, core.observation_space, action_space)
         self._gammas = tf.constant(signals.gammas, tf.float32)
         if signals.intrinsic:  # one value per intrinsic component, on the core's features
-            self.signal_values = snt.Linear(len(signals.intrinsic), name='signal_values')
+            self.signal_values = PopArtLinear(
+                len(signals.intrinsic), normalized=config.value_normalization == 'popart',
+                groups=len(signals.intrinsic), step_size=config.popart_step_size,
+                name='signal_values')
             self.signal_values(tf.zeros([1, core.features_size]))
 
     def phase(self) -> str:
@@ -125,22 +143,46 @@ class CLEARLearner(LearnerBase):
 
     @tf.function(autograph=False)
     def _critic_step(self, batch: Batch) -> Dict[str, tf.Tensor]:
-        """The baseline head on Monte-Carlo returns; nothing else moves."""
+        """The baseline on Monte-Carlo returns: its head alone, or every core variable
+        (`critic_pretrain_variables`); the policy head gets no gradient either way."""
         steps = batch.sequence.steps  # [T + 1, B, ...]
         inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first)
         mask_t = trajectory.valid_mask(steps.first)  # [T, B]
-        variables = self.core.parts.baseline_head.trainable_variables
+        if self.config.critic_pretrain_variables == 'all':
+            variables = self.core.trainable_variables
+        else:
+            variables = self.core.parts.baseline_head.trainable_variables
         with tf.GradientTape() as tape:
             outputs, _ = self.core.unroll(inputs, batch.sequence.core_state)
             v_t = outputs.baseline[:-1]
             r_t, discount_t = self._transformed(steps, v_t, mask_t)
             g_t = returns.discounted_returns(r_t, discount_t,
                                              tf.stop_gradient(outputs.baseline[-1]))
-            loss = tf.reduce_sum(mask_t * losses.baseline_loss(g_t, v_t))
+            head = self.core.parts.baseline_head
+            loss = tf.reduce_sum(mask_t * losses.baseline_loss(head.normalize(g_t),
+                                                               head.normalize(v_t)))
         grad_norm = self._apply(tape.gradient(loss, variables), variables, batch.replayed,
                                 tf.shape(mask_t)[0], self.critic_optimizer)
         return {'critic_pretrain/baseline_loss': loss, 'critic_pretrain/grad_norm': grad_norm,
-                'critic_pretrain/learning_rate': tf.identity(self.learning_rate)}
+                'critic_pretrain/learning_rate': tf.identity(self.learning_rate),
+                **self._update_statistics(g_t, mask_t)}
+
+    def _update_statistics(self, vs_t: tf.Tensor, mask_t: tf.Tensor,
+                           signal_vs_t: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
+        """PopArt: the targets `vs_t` `[T, B]` (and `signal_vs_t` `[T, B, n]`) of the
+        valid steps `mask_t` `[T, B]` move the statistics; returns their metrics
+        (none without normalisation)."""
+        head = self.core.parts.baseline_head
+        if not head.normalized_output:
+            return {}
+        head.update(tf.reshape(vs_t, [-1, 1]), tf.reshape(mask_t, [-1, 1]))
+        if signal_vs_t is not None:
+            n = signal_vs_t.shape[-1]
+            self.signal_values.update(
+                tf.reshape(signal_vs_t, [-1, n]),
+                tf.reshape(tf.broadcast_to(mask_t[..., None], tf.shape(signal_vs_t)), [-1, n]))
+        mean, std = head.statistics()
+        return {'popart/mean': mean[0], 'popart/std': std[0]}
 
     @tf.function(autograph=False)  # no tensor-dependent Python control flow; tracing is ~3x faster
     def _learn_step(self, batch: Batch) -> Dict[str, tf.Tensor]:
@@ -153,6 +195,9 @@ class CLEARLearner(LearnerBase):
         loss_mask_t = mask_t * weights[None, :]
         action_t = tf.nest.map_structure(lambda x: x[:-1], steps.action)
         behaviour_params_t = tf.nest.map_structure(lambda x: x[:-1], steps.behaviour_params)
+        if self.core.parts.normalizer is not None:  # statistics first, as SAC (ML-Agents)
+            observation = steps.observation[:-1]
+            self.core.update_normalizer(tf.reshape(observation, [-1, observation.shape[-1]]))
         signal_metrics = {}
         if config.signals.intrinsic:  # the models as they are, then one update of each
             signal_r_t, signal_metrics = self.signals.rewards_and_train(
@@ -170,10 +215,18 @@ class CLEARLearner(LearnerBase):
             log_rhos = log_pi_t - steps.behaviour_log_prob[:-1]
             targets = self._targets(log_rhos, discount_t, r_t, v_t, bootstrap_value)
             entropy_cost = self.entropy_cost()
-            pg_advantages = targets.pg_advantages
-            baseline = tf.reduce_sum(loss_mask_t * losses.baseline_loss(targets.vs, v_t))
+            head = self.core.parts.baseline_head
+            # Normalised units (PopArt; the identity without it).
+            pg_advantages = targets.pg_advantages / head.std()
+            baseline = tf.reduce_sum(loss_mask_t * losses.baseline_loss(
+                head.normalize(targets.vs), head.normalize(v_t)))
+            if not config.signals.extrinsic_strength:
+                # No extrinsic reward: its targets are the baseline's own noise, which
+                # sigma would scale up to the size of a real signal's advantages.
+                pg_advantages, baseline = tf.zeros_like(pg_advantages), tf.zeros_like(baseline)
+            signal_vs = None
             if config.signals.intrinsic:
-                signal_advantages, signal_baseline = self._signal_targets(
+                signal_advantages, signal_baseline, signal_vs = self._signal_targets(
                     steps, outputs.features, mask_t, log_rhos, signal_r_t)
                 pg_advantages += signal_advantages
                 baseline += signal_baseline
@@ -186,7 +239,7 @@ class CLEARLearner(LearnerBase):
             policy_cloning = tf.reduce_sum(cloning_mask_t * losses.policy_cloning_loss(
                 self._action_space, behaviour_params_t, params_t))
             value_cloning = tf.reduce_sum(cloning_mask_t * losses.value_cloning_loss(
-                v_t, steps.behaviour_baseline[:-1]))
+                head.normalize(v_t), head.normalize(steps.behaviour_baseline[:-1])))
             total = (pg + config.baseline_cost * baseline + entropy_cost * entropy
                      + config.policy_cloning_cost * policy_cloning
                      + config.value_cloning_cost * value_cloning)
@@ -208,6 +261,7 @@ class CLEARLearner(LearnerBase):
             variables += self.signal_values.trainable_variables
         grad_norm = self._apply(tape.gradient(total, variables), variables, batch.replayed,
                                 tf.shape(mask_t)[0])
+        signal_metrics.update(self._update_statistics(targets.vs, mask_t, signal_vs))
         return {
             'loss/policy_gradient': pg,
             'loss/baseline': baseline,
@@ -226,9 +280,10 @@ class CLEARLearner(LearnerBase):
 
     def _signal_targets(self, steps, features: tf.Tensor, mask_t: tf.Tensor,
                         log_rhos: tf.Tensor, signal_r_t: tf.Tensor):
-        """(summed policy-gradient advantages `[T, B]`, summed baseline loss `[]`) of the
-        intrinsic components: `signal_r_t` `[T, B, n]`, each discounted by its own gamma
-        and valued by its `signal_values` output over `features` `[T + 1, B, H]`."""
+        """(summed policy-gradient advantages `[T, B]`, summed baseline loss `[]`, value
+        targets `[T, B, n]`) of the intrinsic components: `signal_r_t` `[T, B, n]`, each
+        discounted by its own gamma and valued by its `signal_values` output over
+        `features` `[T + 1, B, H]`; advantages and losses in normalised units."""
         values = self.signal_values(features)  # [T + 1, B, n]
         v_t, bootstrap_value = values[:-1], values[-1]
         mask = mask_t[..., None]
@@ -237,9 +292,10 @@ class CLEARLearner(LearnerBase):
             steps.discount[:-1], self._gammas, self.config.signals.episodic) * mask
         vs, advantages = reward_signals.component_targets(
             self._targets, log_rhos, discount_t, r_t, v_t, bootstrap_value)
-        baseline = tf.reduce_sum(mask * losses.baseline_loss(vs, v_t))
-        advantages = tf.reduce_sum(advantages, -1)
-        return advantages, baseline
+        normalize = self.signal_values.normalize
+        baseline = tf.reduce_sum(mask * losses.baseline_loss(normalize(vs), normalize(v_t)))
+        advantages = tf.reduce_sum(advantages / self.signal_values.std(), -1)
+        return advantages, baseline, vs
 
     def _bc_loss(self) -> tf.Tensor:
         """Behavioural cloning on `batch_size` demonstration windows of `unroll_length`."""

@@ -9,6 +9,7 @@ import reverb
 import tensorflow as tf
 
 from agents import configs, contract
+from agents.acer import losses as acer_losses
 from agents.acer.agent import ACER
 from agents.acer.config import ACERConfig
 from agents.acer.learning import ACERLearner
@@ -29,16 +30,18 @@ METRICS = ['loss/policy', 'loss/q', 'loss/total_loss', 'average_value', 'average
 def make_learner(lstm_size=8, **config):
     action_space = ActionSpace(gym.spaces.Discrete(A))
 
+    config = configs.from_flat(ACERConfig, dict(lstm_size=lstm_size, hidden_sizes=(8,),
+                                                 unroll_length=T, batch_size=B, **config))
+
     def make_core():
         # As the agent builds it: Q head, no value head (V = sum_a pi(a) Q(a)).
         core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(8,), lstm_size=lstm_size,
-                               num_q_values=A, baseline=False)
+                               num_q_values=A, baseline=False,
+                               value_normalization=config.value_normalization == 'popart')
         core.create_variables()
         return core
 
     core = make_core()
-    config = configs.from_flat(ACERConfig, dict(lstm_size=lstm_size, hidden_sizes=(8,),
-                                                 unroll_length=T, batch_size=B, **config))
     return ACERLearner(core, action_space, config, make_core), core, action_space
 
 
@@ -94,12 +97,78 @@ def test_q_values_fit_rewards_without_discounting():
     # Seeded, so the initial weights do not depend on the tests run before in the worker
     # (one order ended at 0.22 of the first loss); seeds 0-5 end at 0.08-0.11.
     tf.random.set_seed(0)
-    learner, core, space = make_learner(0, learning_rate=1e-2, discounting=0.0, beta=0.0)
+    # In the reward's units (PopArt's normalised loss changes units as sigma moves).
+    learner, core, space = make_learner(0, learning_rate=1e-2, discounting=0.0, beta=0.0,
+                                        value_normalization='none')
     batch = make_batch(core, space)
     first = float(learner.step(batch)['loss/q'].numpy())
     for _ in range(40):
         last = float(learner.step(batch)['loss/q'].numpy())
     assert last < 0.2 * first
+
+
+def _set_statistics(head, mean, std):
+    head.mean.assign([mean])
+    head.second_moment.assign([std ** 2 + mean ** 2])
+
+
+def test_popart_learns_the_same_update_at_any_reward_scale():
+    """Rewards x100 with the Q head's statistics x100: the same normalised Q loss and
+    policy loss, the same update of every trainable weight, statistics x100."""
+    results, weights = [], None
+    for scale in (1.0, 100.0):
+        learner, core, space = make_learner(0, learning_rate=1e-2)
+        if weights is not None:
+            for variable, value in zip(core.variables, weights):
+                variable.assign(value)
+            for average, variable in zip(learner.average_core.variables, core.variables):
+                average.assign(variable)
+        weights = [v.numpy() for v in core.variables]
+        _set_statistics(core.parts.q_head, 2.0 * scale, 3.0 * scale)
+        batch = make_batch(core, space)
+        steps = batch.sequence.steps
+        batch = batch._replace(sequence=batch.sequence._replace(
+            steps=steps._replace(reward=steps.reward * np.float32(scale))))
+        results.append((core, learner.step(batch)))
+    (core_a, metrics_a), (core_b, metrics_b) = results
+    for name in ('loss/q', 'loss/policy'):
+        np.testing.assert_allclose(metrics_a[name].numpy(), metrics_b[name].numpy(),
+                                   rtol=1e-3, err_msg=name)
+    for a, b in zip(core_a.trainable_variables, core_b.trainable_variables):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-3, atol=1e-5, err_msg=a.name)
+    np.testing.assert_allclose(100.0 * metrics_a['popart/std'].numpy(),
+                               metrics_b['popart/std'].numpy(), rtol=1e-4)
+
+
+def test_popart_update_preserves_the_sdn_values():
+    """Continuous actions: moving V's statistics rescales V's head and the advantage
+    head, so V(x) and Q(x, a) = V + A(x, a) stay what they were."""
+    space = ActionSpace(gym.spaces.Box(-2, 2, (2,)))
+
+    def make_core():
+        core = ActorCriticCore(OBS_SPACE, space, hidden_sizes=(8,), lstm_size=0,
+                               advantage_hidden_sizes=(8,), value_normalization=True)
+        core.create_variables()
+        return core
+
+    core = make_core()
+    learner = ACERLearner(core, space, ACERConfig(lstm_size=0, hidden_sizes=(8,),
+                                                  unroll_length=T, batch_size=B), make_core)
+    rng = np.random.default_rng(0)
+    features = tf.constant(rng.normal(size=(6, core.features_size)), tf.float32)
+    actions = tf.constant(rng.normal(size=(6, 2)), tf.float32)
+
+    def values():
+        return (core.parts.baseline_head(features).numpy(),
+                core.advantage(features, actions).numpy())
+
+    v_before, a_before = values()
+    learner._update_statistics(tf.constant(rng.normal(50.0, 20.0, (T, B)), tf.float32),
+                               tf.ones([T, B]))
+    v_after, a_after = values()
+    assert core.parts.baseline_head.std().numpy() > 5.0
+    np.testing.assert_allclose(v_after, v_before, atol=1e-4)
+    np.testing.assert_allclose(a_after, a_before, atol=1e-4)
 
 
 def test_rejects_action_nests():
@@ -289,6 +358,46 @@ def test_entropy_is_inside_pi_loss_coef():
     np.testing.assert_allclose(metrics['loss/total_loss'].numpy(), total, rtol=1e-4)
 
 
+def _mean_kl(p_logits, q_logits):
+    """Mean over steps of KL(p || q) between categoricals `[T, B, A]`."""
+    p, q = _softmax(p_logits), _softmax(q_logits)
+    return float(np.mean(np.sum(p * (np.log(p) - np.log(q)), -1)))
+
+
+@pytest.mark.parametrize('average_network_state', ['stored', 'reset'])
+def test_average_network_unrolls_from_the_stored_state_or_from_zeros(average_network_state):
+    """Sequences that start mid-episode with a stored LSTM state: the trust region's
+    KL(average || pi) is the average network's unrolled from that state ('stored', as
+    the network), or from zeros ('reset', as chainerrl's replay resets its model)."""
+    tf.random.set_seed(0)  # initial weights independent of the tests run before
+    learner, core, space = make_learner(average_network_state=average_network_state)
+    rng = np.random.default_rng(4)
+    for v in learner.average_core.variables:
+        if 'policy_head' in v.name:
+            v.assign(v + rng.normal(scale=0.2, size=v.shape).astype(np.float32))
+    batch = make_batch(core, space, seed=4)
+    batch.sequence.steps.first[0] = False  # no reset at the first step
+    stored = tf.nest.map_structure(
+        lambda x: rng.normal(scale=2.0, size=x.shape).astype(np.float32),
+        batch.sequence.core_state)
+    batch = batch._replace(sequence=batch.sequence._replace(core_state=stored))
+    zeros = batch._replace(sequence=batch.sequence._replace(
+        core_state=tf.nest.map_structure(np.zeros_like, stored)))
+    logits = _unroll(core, batch).policy_params[0][:-1]
+    expected = {name: _mean_kl(_unroll(learner.average_core, b).policy_params[0][:-1], logits)
+                for name, b in (('stored', batch), ('reset', zeros))}
+    assert abs(expected['stored'] - expected['reset']) > 0.1 * expected[average_network_state]
+    metrics = learner.step(batch)  # every step is valid: the metric is the mean KL
+    np.testing.assert_allclose(metrics['average_kl'].numpy(), expected[average_network_state],
+                               rtol=1e-4)
+
+
+def test_average_network_state_is_checked():
+    assert ACERConfig().average_network_state == 'stored'
+    with pytest.raises(ValueError, match='average_network_state'):
+        ACERConfig(average_network_state='zeros')
+
+
 def _gaussian_log_prob(stats, action):
     """Diagonal Gaussian, stats `[..., 2 d]` = (mean, log-std), summed over d."""
     mean, log_std = np.split(stats, 2, -1)
@@ -380,6 +489,96 @@ def test_continuous_use_Q_opc_changes_only_the_policy_advantage(use_Q_opc):
     np.testing.assert_allclose(metrics['loss/policy'].numpy(), pi_loss, rtol=1e-4)
 
 
+class _PowerOfTwoDraws(ActionSpace):
+    """A one-dimensional Box whose draw k (k = 0, 1, ...) is the action 2^(k - 6) in
+    every row, so that 64 times a sum of distinct draws is the bit mask of them.
+    `scored` collects the constant actions `log_prob` is asked about (run eagerly)."""
+
+    def __init__(self):
+        super().__init__(gym.spaces.Box(-2, 2, (1,)))
+        self.draws = 0
+        self.scored = set()
+
+    def sample(self, params):
+        value = 2.0 ** (self.draws - 6)
+        self.draws += 1
+        return (tf.fill([tf.shape(params[0])[0], 1], value),)
+
+    def log_prob(self, params, actions):
+        a = np.asarray(actions[0])
+        if np.all(a == a.flat[0]):
+            self.scored.add(float(a.flat[0]))
+        return super().log_prob(params, actions)
+
+
+def test_the_bias_correction_draws_its_own_sdn_samples(monkeypatch):
+    """chainerrl's SDN draws n fresh u_i ~ pi at each evaluation, so Q(x, a') - V in
+    the bias correction averages A over other draws than Q(x, a) does. With
+    A(x, a) = a and draws 2^(k - 6), 64 n (A(a) - (Q(x, a) - V)) and
+    64 n (A(a') - (Q(x, a') - V)) are the bit masks of the two sets of draws."""
+    n = 3
+    draws = _PowerOfTwoDraws()
+
+    def make_core():
+        core = ActorCriticCore(OBS_SPACE, ActionSpace(draws.space), hidden_sizes=(8,),
+                               lstm_size=0, advantage_hidden_sizes=())
+        core.create_variables()
+        return core
+
+    core = make_core()
+    output_layer = core.parts.advantage_head.output_layer  # on [features, a]: A = a
+    output_layer.w.assign(np.eye(core.features_size + 1, dtype=np.float32)[:, -1:])
+    output_layer.b.assign(tf.zeros_like(output_layer.b))
+    config = ACERConfig(lstm_size=0, hidden_sizes=(8,), unroll_length=T, batch_size=B,
+                        sdn_samples=n, value_normalization='none')
+    learner = ACERLearner(core, draws, config, make_core)
+    rng = np.random.default_rng(0)
+    spec = trajectory.step_spec(observation_spec(OBS_SPACE), draws.action_specs(),
+                                draws.param_specs())
+    params = np.zeros((T + 1, B, 2), np.float32)
+    actions = rng.normal(size=(T + 1, B, 1)).astype(np.float32)
+    steps = trajectory.zeros(spec, (T + 1, B))._replace(
+        observation=rng.uniform(-1, 1, (T + 1, B, 3)).astype(np.float32),
+        action=(actions,), reward=rng.uniform(-1, 1, (T + 1, B)).astype(np.float32),
+        discount=np.ones((T + 1, B), np.float32), first=np.zeros((T + 1, B), bool),
+        behaviour_params=(params,),
+        behaviour_log_prob=_gaussian_log_prob(params, actions).astype(np.float32))
+    steps.first[0] = True
+    steps = tf.nest.map_structure(tf.convert_to_tensor, steps)  # run eagerly below
+    batch = Batch(trajectory.Sequence(steps, core.initial_state(B)), tf.constant([False] * B))
+    recorded = {}
+    retrace, correction = acer_losses.retrace_targets, acer_losses.continuous_bias_correction_loss
+
+    def record_retrace(r, d, q, v, *args):
+        recorded.setdefault('q_minus_v', (q - v).numpy())
+        return retrace(r, d, q, v, *args)
+
+    def record_correction(log_pi, rho, advantage, threshold):
+        recorded['q_prime_minus_v'] = advantage.numpy()
+        return correction(log_pi, rho, advantage, threshold)
+
+    monkeypatch.setattr(acer_losses, 'retrace_targets', record_retrace)
+    monkeypatch.setattr(acer_losses, 'continuous_bias_correction_loss', record_correction)
+    tf.config.run_functions_eagerly(True)  # the recorders read values
+    try:
+        learner.step(batch)
+    finally:
+        tf.config.run_functions_eagerly(False)
+
+    def bit_mask(x):
+        masks = np.unique(np.round(64 * n * x))
+        assert len(masks) == 1  # the same draws in every row
+        return int(masks[0])
+
+    (a_prime,) = draws.scored  # the only constant action scored: a'
+    taken = bit_mask(actions[:-1, :, 0] - recorded['q_minus_v'])
+    prime = bit_mask(a_prime - recorded['q_prime_minus_v'])
+    assert bin(taken).count('1') == n and bin(prime).count('1') == n
+    assert taken & prime == 0  # no draw serves both
+    assert not int(64 * a_prime) & (taken | prime)
+    assert draws.draws == 2 * n + 1
+
+
 # --- rewards ---------------------------------------------------------------------
 
 def test_rewards_default_to_unchanged():
@@ -393,7 +592,7 @@ def test_rewards_are_scaled_then_clipped():
     and no discounting, Q_ret_t is the transformed r_t, so loss/q = mean(r'^2) / 2."""
     learner, core, space = make_learner(0, reward_clipping='abs_one', reward_scaling=0.5,
                                         discounting=0.0)
-    for v in core.variables:
+    for v in core.trainable_variables:
         if 'q_head' in v.name:
             v.assign(tf.zeros_like(v))
     raw = np.array([4.0, 1.5, -3.0, 0.5], np.float32)  # one reward per sequence

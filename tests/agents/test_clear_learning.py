@@ -26,7 +26,8 @@ def make_learner(lstm_size=8, **config):
     action_space = ActionSpace(gym.spaces.Discrete(3))
     config = configs.from_flat(CLEARConfig, dict(lstm_size=lstm_size, hidden_sizes=(8,),
                                                   unroll_length=T, batch_size=B, **config))
-    core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(8,), lstm_size=lstm_size)
+    core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(8,), lstm_size=lstm_size,
+                           value_normalization=config.value_normalization == 'popart')
     core.create_variables()
     return CLEARLearner(core, action_space, config), core, action_space
 
@@ -106,10 +107,14 @@ def test_placeholder_steps_contribute_nothing():
     """Action and reward at a step followed by `first` (a final observation) are ignored."""
     learner_a, core_a, space = make_learner()
     learner_a.learning_rate.assign(0.0)  # both steps see the same weights
+    head = core_a.parts.baseline_head
+    head_values = [v.numpy() for v in head.variables]  # PopArt rescales w, b
     batch = make_batch(core_a, space, num_replayed=0)
     steps = batch.sequence.steps
     steps.first[3, 1] = True  # step 2 of env 1 holds a final observation
     metrics_a = learner_a.step(batch)
+    for variable, value in zip(head.variables, head_values):
+        variable.assign(value)  # and the same PopArt statistics
     steps.reward[2, 1] = 100.0
     steps.action[0][2, 1] = (steps.action[0][2, 1] + 1) % 3
     metrics_b = learner_a.step(batch)
@@ -131,7 +136,9 @@ def test_steps_fit_the_baseline_to_rewards_without_discounting():
     # With discount 0 the V-trace target is the (scaled) reward itself, a fixed
     # regression target (with discounting, bootstrapping on a fixed random batch
     # need not converge).
-    learner, core, space = make_learner(0, learning_rate=1e-2, entropy_cost=0.0, discounting=0.0)
+    # In the reward's units (PopArt's normalised loss changes units as sigma moves).
+    learner, core, space = make_learner(0, learning_rate=1e-2, entropy_cost=0.0, discounting=0.0,
+                                        value_normalization='none')
     batch = make_batch(core, space, num_replayed=0)
     first = float(learner.step(batch)['loss/baseline'].numpy())
     for _ in range(30):
@@ -177,6 +184,59 @@ def _numpy_discounted_returns(rewards, discounts, bootstrap):
         g = rewards[t] + discounts[t] * g
         out[t] = g
     return out
+
+
+def _set_statistics(head, mean, std):
+    head.mean.assign([mean])
+    head.second_moment.assign([std ** 2 + mean ** 2])
+
+
+def test_popart_targets_losses_and_statistics_match_numpy():
+    """On-policy (rho = 1), lambda 1: V-trace's targets are the discounted returns
+    bootstrapped from V, in the reward's units; the baseline loss compares them
+    with V in sigma units; the statistics then move to the targets' moments."""
+    learner, core, space = make_learner(0, reward_clipping='none', popart_step_size=1.0)
+    head = core.parts.baseline_head
+    _set_statistics(head, 2.0, 3.0)
+    batch = make_batch(core, space, num_replayed=0)
+    steps = batch.sequence.steps
+    out, _ = core.unroll(CoreInputs(steps.observation, steps.prev_action, steps.prev_reward,
+                                    steps.first), batch.sequence.core_state)
+    v = out.baseline.numpy()
+    vs = _numpy_discounted_returns(steps.reward[:-1], 0.99 * steps.discount[:-1], v[-1])
+    expected = 0.5 * np.sum(((vs - 2.0) / 3.0 - (v[:-1] - 2.0) / 3.0) ** 2)
+    metrics = learner.step(batch)
+    np.testing.assert_allclose(metrics['loss/baseline'].numpy(), expected, rtol=1e-4)
+    # A step size of 1 and a first update: the batch's own moments.
+    np.testing.assert_allclose(metrics['popart/mean'].numpy(), vs.mean(), rtol=1e-4)
+    np.testing.assert_allclose(metrics['popart/std'].numpy(), vs.std(), rtol=1e-3)
+
+
+def test_popart_learns_the_same_update_at_any_reward_scale():
+    """Rewards x100 with statistics x100 give the same normalised losses, the same
+    update of every trainable weight, and statistics x100."""
+    learners = []
+    for scale in (1.0, 100.0):
+        learner, core, space = make_learner(0, reward_clipping='none', learning_rate=1e-2)
+        if learners:  # the same weights as the first learner's core had
+            for mine, theirs in zip(core.trainable_variables, weights):
+                mine.assign(theirs)
+        weights = [v.numpy() for v in core.trainable_variables]
+        _set_statistics(core.parts.baseline_head, 2.0 * scale, 3.0 * scale)
+        batch = make_batch(core, space, num_replayed=2)
+        steps = batch.sequence.steps
+        batch = Batch(trajectory.Sequence(
+            steps._replace(reward=steps.reward * np.float32(scale)),
+            batch.sequence.core_state), batch.replayed)
+        learners.append((learner, core, learner.step(batch)))
+    (_, core_a, metrics_a), (_, core_b, metrics_b) = learners
+    for name in ('loss/baseline', 'loss/policy_gradient', 'loss/value_cloning'):
+        np.testing.assert_allclose(metrics_a[name].numpy(), metrics_b[name].numpy(),
+                                   rtol=1e-3, atol=1e-6, err_msg=name)
+    for a, b in zip(core_a.trainable_variables, core_b.trainable_variables):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-3, atol=1e-5, err_msg=a.name)
+    np.testing.assert_allclose(100.0 * metrics_a['popart/std'].numpy(),
+                               metrics_b['popart/std'].numpy(), rtol=1e-4)
 
 
 def test_discounted_returns_match_a_numpy_loop():
@@ -275,7 +335,8 @@ def test_critic_pretraining_moves_only_the_baseline_then_learning_goes_on(lstm_s
         metrics = learner.step(batch)
         assert sorted(metrics) == sorted(['critic_pretrain/baseline_loss',
                                           'critic_pretrain/grad_norm',
-                                          'critic_pretrain/learning_rate'])
+                                          'critic_pretrain/learning_rate',
+                                          'popart/mean', 'popart/std'])
         assert all(np.isfinite(float(m)) for m in metrics.values())
     for before, v in zip(policy_before, _policy_variables(core)):
         np.testing.assert_array_equal(before, v.numpy())  # bit-identical
@@ -286,6 +347,39 @@ def test_critic_pretraining_moves_only_the_baseline_then_learning_goes_on(lstm_s
     assert set(METRICS) <= set(metrics)
     assert any(not np.array_equal(b, v.numpy())
                for b, v in zip(policy_before, _policy_variables(core)))
+
+
+def test_critic_pretraining_of_all_variables_moves_torso_and_lstm():
+    """`critic_pretrain_variables='all'`: the seed's gradient of the baseline loss with
+    respect to every trainable variable. The torso and the LSTM move with the baseline
+    head, the policy head gets no gradient, and the baseline fits the returns."""
+    assert CLEARConfig().critic_pretrain_variables == 'baseline'
+    learner, core, action_space = make_learner(8, critic_pretrain_steps=30, learning_rate=0.05,
+                                               critic_pretrain_variables='all')
+    batch = make_batch(core, action_space, num_replayed=2)
+    batch.sequence.steps.discount[T - 1] = 0.0  # pure Monte-Carlo returns, as above
+    parts = core.parts
+    moving = {'torso': parts.torso.variables, 'lstm': parts.memory.variables,
+              'baseline_head': parts.baseline_head.trainable_variables}
+    before = {name: [v.numpy().copy() for v in vs] for name, vs in moving.items()}
+    policy_head = [v.numpy().copy() for v in parts.policy_head.variables]
+    error_before = _mc_error(learner, core, batch)
+    for _ in range(30):
+        assert learner.phase() == 'critic_pretrain'
+        metrics = learner.step(batch)
+        assert all(np.isfinite(float(m)) for m in metrics.values())
+    for name, vs in moving.items():
+        assert all(not np.array_equal(b, v.numpy()) for b, v in zip(before[name], vs)), name
+    for b, v in zip(policy_head, parts.policy_head.variables):
+        np.testing.assert_array_equal(b, v.numpy())
+    assert _mc_error(learner, core, batch) < 0.5 * error_before
+    assert learner.phase() == 'learn'
+    assert set(METRICS) <= set(learner.step(batch))
+
+
+def test_critic_pretrain_variables_is_checked():
+    with pytest.raises(ValueError, match='critic_pretrain_variables'):
+        CLEARConfig(critic_pretrain_variables='torso')
 
 
 def test_a_restored_learner_resumes_in_its_phase(tmp_path):
@@ -372,3 +466,33 @@ def test_bc_pretraining_imitates_demonstrations_before_any_interaction(cartpole_
     outputs, _ = core.unroll(inputs, core.initial_state(1))
     greedy = action_space.mode(outputs.policy_params)[0].numpy()[:, 0]
     assert np.mean(greedy == steps['action']) > 0.9  # the rule is ambiguous near 0
+
+
+def test_observation_normalisation_follows_the_batches():
+    """`normalize` (the default): the core standardises vector observations with
+    statistics each step updates from its batch before learning from it."""
+    action_space = ActionSpace(gym.spaces.Discrete(3))
+    config = configs.from_flat(CLEARConfig, dict(hidden_sizes=(8,), unroll_length=T,
+                                                  batch_size=B))
+    assert config.normalize and configs.normalizes(config.normalize, OBS_SPACE)
+    core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(8,), lstm_size=0,
+                           normalize_observations=True)
+    core.create_variables()
+    learner = CLEARLearner(core, action_space, config)
+    batch = make_batch(core, action_space, num_replayed=0)
+    observation = batch.sequence.steps.observation * 1000.0 + 50.0
+    batch = Batch(trajectory.Sequence(batch.sequence.steps._replace(observation=observation),
+                                      batch.sequence.core_state), batch.replayed)
+    learner.step(batch)
+    normalizer = core.parts.normalizer
+    np.testing.assert_allclose(normalizer.mean.numpy(),
+                               observation[:-1].reshape(-1, 3).mean(0), rtol=1e-4)
+    assert float(normalizer.count.numpy()) == T * B
+
+
+def test_only_vector_observations_are_normalised():
+    image = gym.spaces.Box(0, 255, (8, 8, 1), np.uint8)
+    mapping = gym.spaces.Dict({'x': OBS_SPACE})
+    assert configs.normalizes(True, OBS_SPACE)
+    assert not configs.normalizes(True, image) and not configs.normalizes(True, mapping)
+    assert not configs.normalizes(False, OBS_SPACE)

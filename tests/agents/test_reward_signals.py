@@ -105,6 +105,38 @@ def test_curiosity_strength_anneals_over_curiosity_steps():
                                2.0 * metrics['curiosity/forward_loss'].numpy(), rtol=1e-5)
 
 
+def test_bounded_curiosity_caps_steps_at_a_multiple_of_the_running_rms():
+    reward = tf.constant([0.5, 2.0, 40.0])
+    np.testing.assert_allclose(  # RMS 2: at most 5 x 2 = 10
+        reward_signals.bounded_curiosity(reward, 5.0, tf.constant(4.0), tf.constant(3.0)),
+        [0.5, 2.0, 10.0])
+    for clip, updates in [(0.0, 3.0), (5.0, 0.0)]:  # off, or no RMS yet
+        np.testing.assert_array_equal(reward_signals.bounded_curiosity(
+            reward, clip, tf.constant(4.0), tf.constant(updates)), reward.numpy())
+
+
+def test_one_unpredictable_step_neither_dominates_nor_inflates_the_rms():
+    """A wall hit: one step whose next observation is far outside what ICM has seen.
+    Its reward is capped at curiosity_clip RMS, and the RMS barely moves."""
+    tf.random.set_seed(0)
+    signals = _signals(curiosity_strength=1.0, curiosity_learning_rate=3e-3)
+    rng = np.random.default_rng(0)
+    batch = _time_major_batch(rng)
+    step = tf.function(signals.rewards_and_train)
+    for _ in range(50):
+        step(*batch)
+    mean_square = float(signals.curiosity_mean_square.numpy())
+    observation, action, mask = batch
+    observation = observation.copy()
+    observation[2, 3] = 1e3  # the next observation of step 1 in env 3
+    rewards, _ = step(observation, action, mask)
+    rewards = rewards.numpy()[..., 0]
+    assert rewards[1, 3] <= 5.0 * np.sqrt(mean_square) * (1 + 1e-5)
+    assert rewards[1, 3] > 4.0 * np.sqrt(mean_square)  # capped, not dropped
+    # Unbounded it would be ~1e6 times the others; bounded, the RMS moves little.
+    assert float(signals.curiosity_mean_square.numpy()) < 2.0 * mean_square
+
+
 def test_masked_steps_do_not_train_or_count():
     signals = _signals(curiosity_strength=1.0)
     rng = np.random.default_rng(0)

@@ -1,0 +1,166 @@
+"""PopArt: value outputs learned in normalised units, predicted in the reward's.
+
+van Hasselt et al. 2016, "Learning values across many orders of magnitude";
+Hessel et al. 2019, "Multi-task deep reinforcement learning with PopArt"
+(IMPALA + PopArt). A value head is a linear layer whose output `n(x)` is
+normalised; the value is `sigma * n(x) + mu` with running statistics mu,
+sigma of the value targets. When the statistics move, the layer's weights
+and bias are rescaled so that every unnormalised prediction stays exactly
+what it was ("preserving outputs precisely"):
+
+    w' = w * sigma / sigma',    b' = (sigma * b + mu - mu') / sigma'.
+
+The learner computes its targets in unnormalised units, then takes the value
+loss and the policy's advantages in normalised ones (divided by sigma), so
+the size of the gradients no longer follows the size of the rewards.
+
+The statistics are non-trainable variables of the head, so they travel to the
+actors with the weights, are checkpointed and are part of an exported policy,
+which therefore predicts values in the reward's units. A head without
+normalisation (`normalized=False`) has mu = 0, sigma = 1 fixed: it is a plain
+linear layer.
+
+Statistics are first and second moments, tracked per "group" of outputs (one
+shared by all of a Q head's actions, or one per reward component), with a
+step size `max(step_size, 1 / count)`: the first batches are averaged exactly
+(no bias towards the initial mu = 0, sigma = 1), then an exponential moving
+average takes over.
+"""
+
+from typing import Optional, Tuple
+
+import numpy as np
+import sonnet as snt
+import tensorflow as tf
+
+# sigma's bounds: below, a constant target would divide by ~0; above, float32 loses
+# the normalised output's precision.
+STD_MIN = 1e-4
+STD_MAX = 1e6
+
+
+def std_from_moments(mean, second_moment):
+    """sigma = sqrt(second - mean^2), clipped to [STD_MIN, STD_MAX]; tf or numpy."""
+    if isinstance(mean, np.ndarray):
+        return np.clip(np.sqrt(np.maximum(second_moment - mean ** 2, 0.0)), STD_MIN, STD_MAX)
+    return tf.clip_by_value(tf.sqrt(tf.maximum(second_moment - tf.square(mean), 0.0)),
+                            STD_MIN, STD_MAX)
+
+
+def updated_moments(mean: tf.Tensor, second_moment: tf.Tensor, count: tf.Tensor,
+                    targets: tf.Tensor, mask: tf.Tensor, step_size: float
+                    ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """One batch of targets merged into the moments.
+
+    mean, second_moment `[G]`; count `[]` (batches merged so far); targets and
+    mask `[N, G]` (mask 0 drops an entry; a group with no valid entry keeps its
+    moments). Returns (mean, second_moment, count): each group moves by
+    `max(step_size, 1 / (count + 1))` towards the batch's masked moments.
+    """
+    targets = tf.cast(targets, tf.float32)
+    mask = tf.cast(mask, tf.float32)
+    valid = tf.reduce_sum(mask, 0)  # [G]
+    safe = tf.maximum(valid, 1.0)
+    batch_mean = tf.reduce_sum(mask * targets, 0) / safe
+    batch_second = tf.reduce_sum(mask * tf.square(targets), 0) / safe
+    count = count + 1.0
+    rate = tf.maximum(step_size, 1.0 / count) * tf.cast(valid > 0, tf.float32)
+    return (mean + rate * (batch_mean - mean),
+            second_moment + rate * (batch_second - second_moment), count)
+
+
+def rescaled(w: tf.Tensor, b: tf.Tensor, old_mean: tf.Tensor, old_std: tf.Tensor,
+             new_mean: tf.Tensor, new_std: tf.Tensor) -> Tuple[tf.Tensor, tf.Tensor]:
+    """The output layer (w `[H, O]`, b `[O]`) that makes the same unnormalised
+    predictions under (new_mean, new_std) as (w, b) under the old ones; the
+    statistics `[O]` (already broadcast from their groups to the outputs)."""
+    return w * (old_std / new_std), (old_std * b + old_mean - new_mean) / new_std
+
+
+class PopArtLinear(snt.Linear):
+    """A linear value output `[N, H] -> [N, O]` with PopArt statistics over `groups`
+    groups of outputs (1: one shared by all outputs; O: one per output).
+
+    `__call__` gives unnormalised values, `normalized` the layer's own output;
+    `update(targets, mask)` merges a batch of unnormalised targets into the
+    statistics and rescales the layer so that `__call__` is unchanged.
+    """
+
+    def __init__(self, output_size: int, normalized: bool = False, groups: int = 1,
+                 step_size: float = 3e-4, w_init: Optional[snt.initializers.Initializer] = None,
+                 name: Optional[str] = None):
+        super().__init__(output_size, w_init=w_init, name=name)
+        if groups not in (1, output_size):
+            raise ValueError(f'PopArt groups must be 1 or the output size {output_size}, '
+                             f'got {groups}')
+        if not 0.0 < step_size <= 1.0:
+            raise ValueError(f'PopArt step_size must be in (0, 1], got {step_size}')
+        self.normalized_output = bool(normalized)
+        self.groups = groups
+        self.step_size = float(step_size)
+        if self.normalized_output:
+            # Moments of (0, 1): mu = 0, sigma = 1 until the first update.
+            self.mean = tf.Variable(tf.zeros([groups]), trainable=False, name='popart_mean')
+            self.second_moment = tf.Variable(tf.ones([groups]), trainable=False,
+                                             name='popart_second_moment')
+            self.count = tf.Variable(0.0, trainable=False, name='popart_count')
+
+    def statistics(self) -> Tuple[tf.Tensor, tf.Tensor]:
+        """(mu, sigma) per group `[G]`: (0, 1) without normalisation."""
+        if not self.normalized_output:
+            return tf.zeros([self.groups]), tf.ones([self.groups])
+        return tf.identity(self.mean), std_from_moments(self.mean, self.second_moment)
+
+    def _per_output(self, x: tf.Tensor) -> tf.Tensor:
+        """A group statistic `[G]` broadcast to the outputs `[O]`."""
+        return tf.broadcast_to(x, [self.output_size])
+
+    def normalized(self, features: tf.Tensor) -> tf.Tensor:
+        """features `[N, H]` -> the normalised output `[N, O]`."""
+        return super().__call__(features)
+
+    def __call__(self, features: tf.Tensor) -> tf.Tensor:
+        """features `[N, H]` -> unnormalised values `[N, O]`."""
+        out = snt.Linear.__call__(self, features)
+        if not self.normalized_output:
+            return out
+        mean, std = self.statistics()
+        return out * self._per_output(std) + self._per_output(mean)
+
+    def normalize(self, values: tf.Tensor) -> tf.Tensor:
+        """Unnormalised values -> normalised: any shape with one group, else `[..., G]`."""
+        mean, std = self.statistics()
+        if self.groups == 1:
+            return (values - mean[0]) / std[0]
+        return (values - mean) / std
+
+    def std(self) -> tf.Tensor:
+        """sigma: `[]` with one group, else `[G]` (1 without normalisation)."""
+        std = self.statistics()[1]
+        return std[0] if self.groups == 1 else std
+
+    def update(self, targets: tf.Tensor, mask: tf.Tensor) -> None:
+        """Merges unnormalised `targets` `[N, G]` (mask `[N, G]`) into the statistics and
+        rescales the layer so that unnormalised outputs are preserved. A no-op without
+        normalisation."""
+        if not self.normalized_output:
+            return
+        old_mean, old_std = self.statistics()
+        mean, second, count = updated_moments(self.mean, self.second_moment, self.count,
+                                              targets, mask, self.step_size)
+        new_std = std_from_moments(mean, second)
+        w, b = rescaled(self.w, self.b, self._per_output(old_mean), self._per_output(old_std),
+                        self._per_output(mean), self._per_output(new_std))
+        self.w.assign(w)
+        self.b.assign(b)
+        self.mean.assign(mean)
+        self.second_moment.assign(second)
+        self.count.assign(count)
+
+
+def scale_layer(layer: snt.Linear, factor: tf.Tensor) -> None:
+    """Multiplies a linear layer's outputs by `factor` `[]` (w and b alike): what an
+    output that is sigma times another network's (ACER's SDN advantage) needs when
+    sigma becomes sigma' (factor sigma / sigma')."""
+    layer.w.assign(layer.w * factor)
+    layer.b.assign(layer.b * factor)
