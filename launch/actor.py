@@ -10,7 +10,7 @@ episode ends.
 
 import collections
 import threading
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, Iterator, List, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -174,6 +174,14 @@ class Actor:
         step taken reaches the learner: a run overshoots its budget by less
         than one round of sequences (`num_envs` x the writer's period).
         """
+        for _ in self.rounds(stop, flush_timeout_ms):
+            if max_env_steps is not None and self.stats.env_steps >= max_env_steps:
+                return
+
+    def rounds(self, stop: Callable[[], bool], flush_timeout_ms: int = 1000) -> Iterator[None]:
+        """Acts until `stop()` is true, pausing after each round of written sequences
+        (flushed, and the latest weights fetched): a generator, so its caller decides
+        when the actor goes on (`run`, or a deterministic run's schedule)."""
         B = self._num_envs
         obs, _ = self._envs.reset(seed=self._seed)
         obs = self._cast(obs)
@@ -238,8 +246,8 @@ class Actor:
             obs = self._cast(next_obs)
             state = new_state
             prev_action, prev_reward = action, reward
-            if written and max_env_steps is not None and self.stats.env_steps >= max_env_steps:
-                return
+            if written:
+                yield
 
     def _after_write(self, flush_timeout_ms: int, stop: Callable[[], bool]) -> None:
         # Wait for the queue's rate limiter (the learner) without hanging past stop().

@@ -23,13 +23,22 @@ from absl import flags
 
 from agents import registry
 from launch import config_flags, ray_launcher, setup as setup_lib, task_sequence
-from launch.options import VECTOR_ENVS, RunOptions
+from launch.options import (DETERMINISTIC_CHECKPOINT_STEPS, DETERMINISTIC_LOG_STEPS,
+                            VECTOR_ENVS, RunOptions)
 
 ROLES = ('replay', 'learner', 'actor')
 LAUNCHERS = ('inprocess', 'multiprocess', 'ray')
 PRESETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'presets')
 RUNS = 'runs'  # where runs without --logdir go, under the working directory
 _DEFAULTS = RunOptions(logdir='-')
+DETERMINISTIC_HELP = (
+    'in-process runs: the same --seed gives the same progress.csv (it then has no '
+    'wall-time column), evaluation and final checkpoint, bit for bit. TensorFlow op '
+    'determinism; acting and learning take turns in one thread (no overlap) on a schedule '
+    'the data plan fixes; replay is sampled uniformly in a seeded order; progress rows and '
+    'checkpoints come every N learner steps. About 3x the wall time of the default CLEAR '
+    'preset (docs/design.md, "Reproducible runs"). Refuses other launchers, prioritized '
+    'replay, reservoir eviction and resuming')
 
 
 def _default_help(field: str) -> str:
@@ -100,6 +109,14 @@ def define_flags(fv: flags.FlagValues) -> None:
          'seconds between progress.csv rows (and progress lines off a terminal)')
     real('checkpoint_interval_s', _DEFAULTS.checkpoint_interval_s,
          'seconds between learner checkpoints')
+    integer('log_interval_steps', _DEFAULTS.log_interval_steps,
+            f'learner steps between progress.csv rows instead of --log_interval_s (0: by '
+            f'seconds; --deterministic: {DETERMINISTIC_LOG_STEPS} when 0)')
+    integer('checkpoint_interval_steps', _DEFAULTS.checkpoint_interval_steps,
+            f'learner steps between checkpoints instead of --checkpoint_interval_s (0: by '
+            f'seconds; --deterministic: {DETERMINISTIC_CHECKPOINT_STEPS:,} when 0)')
+    boolean('deterministic', _DEFAULTS.deterministic,
+            DETERMINISTIC_HELP)
     integer('intra_op_threads', None, f'TensorFlow\'s threads within one op (its matmuls); '
             f'0: one per core {_default_help("intra_op_threads")}')
     boolean('save_replay', None, f'in-process runs: checkpoint the replay tables with the '
@@ -235,6 +252,9 @@ def resolve(fv: flags.FlagValues) -> Tuple[RunOptions, Any]:
         target_return=fv.target_return, target_greedy=fv.target_greedy,
         log_interval_s=fv.log_interval_s,
         checkpoint_interval_s=fv.checkpoint_interval_s,
+        log_interval_steps=fv.log_interval_steps,
+        checkpoint_interval_steps=fv.checkpoint_interval_steps,
+        deterministic=fv.deterministic,
         launcher='multiprocess' if fv.role else fv.launcher,
         **{**agent.run_defaults, **{k: v for k, v in per_agent.items() if v is not None}})
     return options, setup_lib.resolve_config(options, config)

@@ -11,17 +11,22 @@ on-policy batches drain.
 Either stream ends (StopIteration, or `tf.errors.OutOfRangeError` inside a
 compiled step) when a table gave no data for `timeout_ms`, so a learner
 whose actors died gets control back.
+
+A deterministic run (`SeededReads`) reads the same batches, mixed or
+scheduled, without `tf.data`: one batch when it is due, `replay` in a seeded
+order (`replay.seeded`).
 """
 
-from typing import Callable, Dict, Iterator, Optional, Sequence, Union
+import dataclasses
+from typing import Callable, Dict, Iterator, Mapping, Optional, Sequence, Union
 
 import numpy as np
 import reverb
 import tensorflow as tf
 
-from agents.contract import PRIORITIES, DataPlan
+from agents.contract import PRIORITIES, DataPlan, ReplaySchedule
 from replay import dataset as dataset_lib
-from replay import tables, trajectory
+from replay import seeded, tables, trajectory
 from replay.priorities import PriorityUpdater
 
 DATA_TIMEOUT_MS = 20_000  # a learner's dataset ends after this long without data
@@ -29,37 +34,61 @@ DATA_TIMEOUT_MS = 20_000  # a learner's dataset ends after this long without dat
 Batches = Union[tf.data.Iterator, Iterator[dataset_lib.Batch]]
 
 
+@dataclasses.dataclass(frozen=True)
+class SeededReads:
+    """How a deterministic run reads its batches (`launch/deterministic.py`): one when
+    due, `replay` in `clock`'s order, `act()` to make data until the tables can give it;
+    `schedule_rng` draws a `ReplaySchedule`'s Poisson counts."""
+    server_tables: Mapping[str, reverb.Table]  # the server's own tables, by name
+    clock: seeded.SampleClock
+    act: Callable[[], bool]
+    schedule_rng: np.random.Generator
+
+
 def open_batches(address: str, signature: trajectory.Sequence, plan: DataPlan,
-                 client: reverb.Client, timeout_ms: int = DATA_TIMEOUT_MS) -> Batches:
-    """The learner's batches from the server at `address` (`client` talks to it)."""
+                 client: reverb.Client, timeout_ms: int = DATA_TIMEOUT_MS,
+                 seeded_reads: Optional[SeededReads] = None) -> Batches:
+    """The learner's batches from the server at `address` (`client` talks to it); with
+    `seeded_reads`, in the order they fix (`replay.seeded`) instead of a `tf.data` stream."""
+    if seeded_reads is None:
+        def read(replay_fraction: float) -> Batches:
+            return iter(dataset_lib.mixed_dataset(address, signature, plan.batch_sequences,
+                                                  replay_fraction, timeout_ms))
+    else:
+        def read(replay_fraction: float) -> Batches:
+            return seeded.SeededBatches(client, seeded_reads.server_tables, signature,
+                                        plan.batch_sequences, replay_fraction,
+                                        seeded_reads.clock, seeded_reads.act)
     if plan.schedule is None:
-        return iter(dataset_lib.mixed_dataset(address, signature, plan.batch_sequences,
-                                              plan.replay_fraction, timeout_ms))
-    return _scheduled(address, signature, plan, client, timeout_ms)
+        return read(plan.replay_fraction)
+    rng = np.random.default_rng() if seeded_reads is None else seeded_reads.schedule_rng
+    return _scheduled(read, plan.schedule, lambda: _replay_sequences(client, signature), rng)
 
 
-def _scheduled(address: str, signature: trajectory.Sequence, plan: DataPlan,
-               client: reverb.Client, timeout_ms: int) -> Iterator[dataset_lib.Batch]:
-    """`plan.schedule`'s stream: each on-policy batch from `queue` (dropped unless
-    `schedule.learn_fresh`), then `schedule.replayed_batches()` from `replay`."""
-    schedule = plan.schedule
-    fresh = iter(dataset_lib.mixed_dataset(address, signature, plan.batch_sequences, 0.0,
-                                           timeout_ms))
+def _replay_sequences(client: reverb.Client, signature: trajectory.Sequence) -> int:
+    """Sequences `replay` holds, read without blocking."""
+    items = client.server_info(timeout=10)[tables.REPLAY].current_size
+    return items * max(1, trajectory.envs_per_item(signature))
+
+
+def _scheduled(read: Callable[[float], Batches], schedule: ReplaySchedule,
+               replay_sequences: Callable[[], int],
+               rng: np.random.Generator) -> Iterator[dataset_lib.Batch]:
+    """`schedule`'s stream: each on-policy batch (`read(0.0)`, dropped unless
+    `schedule.learn_fresh`), then `schedule.replayed_batches()` from `read(1.0)`."""
+    fresh = read(0.0)
     replayed = None
-    rng = np.random.default_rng()
     while True:
         batch = next(fresh, None)
-        if batch is None:  # the queue gave nothing for timeout_ms
+        if batch is None:  # the queue gave nothing for timeout_ms, or the actor stopped
             return
         if schedule.learn_fresh:
             yield batch
         # else: read only to drain `queue` (the actors block on it when full), then dropped.
         if replayed is None:
-            items = client.server_info(timeout=10)[tables.REPLAY].current_size
-            if items * max(1, trajectory.envs_per_item(signature)) < schedule.start_size:
+            if replay_sequences() < schedule.start_size:
                 continue
-            replayed = iter(dataset_lib.mixed_dataset(address, signature, plan.batch_sequences,
-                                                      1.0, timeout_ms))
+            replayed = read(1.0)
         for _ in range(schedule.replayed_batches(rng)):
             batch = next(replayed, None)
             if batch is None:

@@ -1,7 +1,10 @@
 """In-process training: an embedded Reverb server, one actor thread, the learner.
 
 The roles talk only through Reverb (sequences into `queue`/`replay`, weights
-through `variables`), exactly as they would across processes.
+through `variables`), exactly as they would across processes. A deterministic
+run (`--deterministic`, `launch/deterministic.py`) has no actor thread: the
+learner's data stream makes the actor act, one round at a time, in the main
+thread.
 
 Ctrl-C (SIGINT), as ML-Agents does, ends the run with what was learned: the
 learner stops after its current step, the actor and the server stop, and
@@ -23,7 +26,7 @@ import tensorflow as tf
 from absl import logging
 
 from agents import registry
-from launch import console, data, rundir
+from launch import console, data, deterministic, rundir
 from launch import setup as setup_lib
 from launch.actor import EpisodeStats
 from launch.learner_loop import LearnerRun
@@ -96,19 +99,31 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
     """Trains `options.agent` with `config` in one process; returns the summary
     (also `<logdir>/summary.json`; `summary['interrupted']` after Ctrl-C). Raises
     `launch.rundir.TrainingError` and `ValueError`s (bad input) with one-line
-    messages, and KeyboardInterrupt for a second Ctrl-C."""
+    messages, and KeyboardInterrupt for a second Ctrl-C.
+
+    `options.deterministic`: no actor thread; the learner's data stream makes the
+    actor act when the next batch needs it (`launch/deterministic.py`).
+    """
     registry.get(options.agent)
+    with deterministic.op_determinism(options.deterministic):
+        return _train(options, config)
+
+
+def _train(options: RunOptions, config: Any) -> Dict[str, Any]:
     tf.random.set_seed(options.seed)
     np.random.seed(options.seed)
 
     envs = setup_lib.make_envs(options, config, options.num_envs, options.seed)
     setup = setup_lib.make_setup(options, config, envs)
+    if options.deterministic:
+        deterministic.check(setup)
     run = LearnerRun(setup)
     if options.is_sequence and run.start_env_steps:  # a resumed sequence goes on where it was
         envs.close()
         envs = setup_lib.make_envs(options, config, options.num_envs, options.seed,
                                    run.start_env_steps)
-    server = setup_lib.make_server(setup, checkpoint=options.save_replay)
+    server_tables = setup_lib.make_server_tables(setup)
+    server = setup_lib.make_server(setup, checkpoint=options.save_replay, tables=server_tables)
     address = f'localhost:{server.port}'
     client = reverb.Client(address)
     checkpoint_replay = _replay_checkpoints(options, setup, client, run)
@@ -116,7 +131,9 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
     publisher.publish()  # after the restore: actors start from the checkpoint's weights
 
     stats = EpisodeStats()
-    actor = setup_lib.make_actor(setup, client, envs, options.seed, stats, run.start_env_steps)
+    clock = deterministic.sample_clock(options.seed) if options.deterministic else None
+    actor = setup_lib.make_actor(setup, client, envs, options.seed, stats, run.start_env_steps,
+                                 replay_priority=clock and clock.new_item_priority)
     stop_event = threading.Event()
     actor_error = []
 
@@ -129,26 +146,39 @@ def train(options: RunOptions, config: Any) -> Dict[str, Any]:
                 actor_error.append(e)
                 stop_event.set()
 
-    def open_batches():
-        return data.open_batches(address, setup.signature, setup.plan, client)
-
     with interrupt_event() as interrupted:
-        thread = threading.Thread(target=run_actor, name='actor', daemon=True)
-        thread.start()
+        def should_stop() -> bool:
+            return stop_event.is_set() or interrupted.is_set()
+
+        seeded_reads, thread = None, None
+        if options.deterministic:  # the learner's data stream makes the actor act
+            seeded_reads = deterministic.seeded_reads(
+                setup, actor, stats, {table.name: table for table in server_tables}, clock,
+                should_stop)
+        else:
+            thread = threading.Thread(target=run_actor, name='actor', daemon=True)
+            thread.start()
+
+        def open_batches():
+            return data.open_batches(address, setup.signature, setup.plan, client,
+                                     seeded_reads=seeded_reads)
+
         try:
             run.run(open_batches, publisher.publish, lambda: stats.env_steps, stats,
-                    lambda: stop_event.is_set() or interrupted.is_set())
+                    should_stop)
         finally:
             # The actor may be blocked on a full queue, and the learner's prefetch on
             # an empty one; stopping the server releases both (in-flight work fails,
             # which does not matter any more), so the process never hangs on the way out.
             stop_event.set()
-            thread.join(timeout=2)
+            if thread is not None:
+                thread.join(timeout=2)
             if checkpoint_replay is not None:  # `finish` saves after the server stopped
                 run.on_save.clear()
                 checkpoint_replay()
             server.stop()
-            thread.join(timeout=30)
+            if thread is not None:
+                thread.join(timeout=30)
             run.close_data()
     if actor_error:
         raise actor_error[0]

@@ -81,7 +81,7 @@ class LearnerRun:
             if not options.is_sequence and options.eval_every_steps else None)
         if pretrained and self.periodic is not None:  # before any actor
             self.periodic.evaluate_at(self.core, self.start_env_steps)
-        self.progress_csv = metrics_lib.ProgressCSV(options.logdir)
+        self.progress_csv = metrics_lib.ProgressCSV(options.logdir, not options.deterministic)
 
     def make_publisher(self, client) -> VariablePublisher:
         """Publishes the weights; under prioritized replay the learner also writes
@@ -166,8 +166,8 @@ class LearnerRun:
             Every(self._summaries(stats), seconds=options.summary_interval_s),
             Every(triggers_lib.show_progress(stats, display, self._env_steps),
                   seconds=DISPLAY_INTERVAL_S),
-            Every(progress_row, seconds=options.log_interval_s),
-            Every(lambda progress: self.save(), seconds=options.checkpoint_interval_s),
+            Every(progress_row, options.progress_row_steps, options.log_interval_s),
+            Every(lambda _: self.save(), options.checkpoint_steps, options.checkpoint_interval_s),
         ]
         target_reached = triggers_lib.TargetCheck(
             options.target_return, self._greedy_return if options.target_greedy else None)
@@ -282,7 +282,7 @@ class LearnerRun:
             'eval_episodes': eval_episodes,
             'eval_epsilon': options.eval_epsilon,
             'saved_model': saved_model,
-            'interrupted': interrupted,
+            'interrupted': interrupted, 'deterministic': options.deterministic,
             'seed': options.seed, 'launcher': options.launcher,
             **best,
             **regret,

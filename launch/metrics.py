@@ -147,11 +147,14 @@ class ProgressCSV:
     training episodes, empty before the first; `wall_time_s` counts earlier
     runs of the logdir too), then the agent's scalar metrics (losses), fixed
     by the first row written; a resumed run appends under the same header.
+    `wall_time=False` leaves `wall_time_s` out: a deterministic run's rows are
+    then the same in every run.
     """
 
-    def __init__(self, logdir: str):
+    def __init__(self, logdir: str, wall_time: bool = True):
         self.path = os.path.join(logdir, PROGRESS_CSV)
         self._columns = None
+        self._first_columns = [c for c in PROGRESS_COLUMNS if wall_time or c != 'wall_time_s']
         self.wall_time_before = 0.0
         if os.path.exists(self.path):
             with open(self.path, newline='') as f:
@@ -170,7 +173,7 @@ class ProgressCSV:
                'episodes': episodes, **metrics}
         new_file = self._columns is None
         if new_file:
-            self._columns = list(PROGRESS_COLUMNS) + sorted(metrics)
+            self._columns = self._first_columns + sorted(metrics)
         with open(self.path, 'a', newline='') as f:
             writer = csv.DictWriter(f, self._columns, extrasaction='ignore')
             if new_file:

@@ -6,6 +6,10 @@ from typing import Any, Mapping, Optional, Tuple
 from agents.configs import require, require_fraction
 
 VECTOR_ENVS = ('', 'sync', 'async')  # '': the environment's own vectorised version, else sync
+# A deterministic run's cadences in learner steps where none is given: a timed one would
+# land on different steps in every run.
+DETERMINISTIC_LOG_STEPS = 100  # progress.csv rows
+DETERMINISTIC_CHECKPOINT_STEPS = 10_000  # checkpoints
 
 
 @dataclasses.dataclass(frozen=True)
@@ -36,6 +40,11 @@ class RunOptions:
     save_replay: bool = False  # in-process: checkpoint the Reverb tables with the learner
     launcher: str = 'inprocess'  # what runs the roles (summary.json): inprocess, multiprocess, ray
     intra_op_threads: int = 0  # TensorFlow's threads within one op; 0: its default (one per core)
+    log_interval_steps: int = 0  # learner steps between progress.csv rows; 0: log_interval_s
+    checkpoint_interval_steps: int = 0  # learner steps between checkpoints; 0: by seconds
+    # In-process only: one seeded schedule of acting and learning, the same results for
+    # the same seed bit for bit (`launch/deterministic.py`).
+    deterministic: bool = False
 
     def __post_init__(self):
         for name in ('num_envs', 'num_steps', 'eval_episodes', 'publish_period'):
@@ -44,6 +53,12 @@ class RunOptions:
         for name in ('log_interval_s', 'checkpoint_interval_s', 'summary_interval_s'):
             value = getattr(self, name)
             require(value > 0, f'{name} must be positive (seconds), got {value}')
+        for name in ('log_interval_steps', 'checkpoint_interval_steps'):
+            value = getattr(self, name)
+            require(value >= 0, f'{name} must be >= 0 (0: by seconds), got {value}')
+        require(not self.deterministic or self.launcher == 'inprocess',
+                f'--deterministic runs in one process (--launcher=inprocess), where one '
+                f'schedule orders acting and learning; got --launcher={self.launcher}')
         require(self.intra_op_threads >= 0,
                 f'intra_op_threads must be >= 0 (0: TensorFlow\'s default), '
                 f'got {self.intra_op_threads}')
@@ -64,6 +79,17 @@ class RunOptions:
             require(self.task_cycles >= 1, f'task_cycles must be >= 1, got {self.task_cycles}')
             require(self.target_return is None,
                     '--target_return does not apply to a task sequence (it runs every visit)')
+
+    @property
+    def progress_row_steps(self) -> int:
+        """Learner steps between progress.csv rows; 0: every `log_interval_s` seconds."""
+        return self.log_interval_steps or (DETERMINISTIC_LOG_STEPS if self.deterministic else 0)
+
+    @property
+    def checkpoint_steps(self) -> int:
+        """Learner steps between checkpoints; 0: every `checkpoint_interval_s` seconds."""
+        return self.checkpoint_interval_steps or (
+            DETERMINISTIC_CHECKPOINT_STEPS if self.deterministic else 0)
 
     @property
     def learned_step_mul(self) -> bool:

@@ -9,7 +9,7 @@ the acting network.
 
 import dataclasses
 import os
-from typing import Any, List
+from typing import Any, Callable, List, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -151,7 +151,8 @@ def pretrain(learner: contract.Learner) -> bool:
 
 
 def make_server_tables(setup: RunSetup) -> List[reverb.Table]:
-    """The run's `queue`, `replay` and `variables` tables, sized from the data plan."""
+    """The run's `queue`, `replay` and `variables` tables, sized from the data plan;
+    `replay` samples in a seeded order in a deterministic run (`replay.seeded`)."""
     plan, layout = setup.plan, setup.layout
     published = list(make_core(setup).variables)
     return tables_lib.make_tables(
@@ -159,27 +160,36 @@ def make_server_tables(setup: RunSetup) -> List[reverb.Table]:
         queue_size=layout.items(plan.queue_size), replay_size=layout.items(plan.replay_size),
         min_replay_size=layout.items(plan.min_replay_size),
         replay_eviction=plan.replay_eviction, samples_per_insert=plan.samples_per_insert,
-        priority_exponent=plan.priority_exponent)
+        priority_exponent=plan.priority_exponent,
+        seeded_sampling=setup.options.deterministic)
 
 
-def make_server(setup: RunSetup, port: int = 0, checkpoint: bool = False) -> reverb.Server:
-    """The run's Reverb server on `port` (0: a free one). With `checkpoint`, it loads
-    the latest checkpoint in `<logdir>/replay_checkpoints` (if any), and
-    `client.checkpoint()` writes a new one there."""
+def make_server(setup: RunSetup, port: int = 0, checkpoint: bool = False,
+                tables: Optional[List[reverb.Table]] = None) -> reverb.Server:
+    """The run's Reverb server on `port` (0: a free one) serving `tables` (default
+    `make_server_tables(setup)`). With `checkpoint`, it loads the latest checkpoint in
+    `<logdir>/replay_checkpoints` (if any), and `client.checkpoint()` writes a new one
+    there."""
     checkpointer = (reverb.checkpointers.DefaultCheckpointer(
         os.path.join(setup.options.logdir, rundir.REPLAY_CHECKPOINTS)) if checkpoint else None)
-    return reverb.Server(make_server_tables(setup), port=port or None, checkpointer=checkpointer)
+    return reverb.Server(tables or make_server_tables(setup), port=port or None,
+                         checkpointer=checkpointer)
 
 
 def make_actor(setup: RunSetup, client: reverb.Client, envs: gym.vector.VectorEnv, seed: int,
-               stats: EpisodeStats, env_steps_done: int = 0) -> Actor:
+               stats: EpisodeStats, env_steps_done: int = 0,
+               replay_priority: Optional[Callable[[], float]] = None) -> Actor:
     """An actor writing to the agent's tables and fetching weights from `variables`.
     `env_steps_done`: steps already taken (a resumed run, a reconnected actor) count
-    against the plan's uniformly random first steps."""
+    against the plan's uniformly random first steps. `replay_priority()`: the
+    priority of each new `replay` item (a deterministic run's `SampleClock`)."""
     core = make_core(setup)
     fetcher = VariableFetcher(client, list(core.variables))
     priority_fn = None
-    if setup.plan.replay_eviction == 'reservoir':
+    if replay_priority is not None:
+        priority_fn = lambda table: (  # noqa: E731
+            replay_priority() if table == tables_lib.REPLAY else 1.0)
+    elif setup.plan.replay_eviction == 'reservoir':
         # A uniform random priority, and the lowest is evicted.
         priority_fn = lambda table: float(np.random.uniform())  # noqa: E731
     elif setup.plan.priority_exponent is not None:

@@ -59,7 +59,8 @@ class Progress:
 
 
 class Every:
-    """Runs `action(progress)` every `steps` learner steps or every `seconds`."""
+    """Runs `action(progress)` every `steps` learner steps or, when `steps` is 0, every
+    `seconds`."""
 
     def __init__(self, action: Callable[[Progress], None], steps: int = 0, seconds: float = 0.0):
         self._action, self._steps, self._seconds = action, steps, seconds
@@ -68,7 +69,7 @@ class Every:
     def __call__(self, progress: Progress, now: float) -> None:
         if self._steps and progress.step % self._steps == 0:
             self._action(progress)
-        elif self._seconds and now - self._last >= self._seconds:
+        elif not self._steps and self._seconds and now - self._last >= self._seconds:
             self._last = now
             self._action(progress)
 

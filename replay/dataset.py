@@ -6,7 +6,7 @@ on the batch axis, with a mask of the replayed rows (CLEAR's cloning losses
 apply to those rows only).
 """
 
-from typing import NamedTuple, Optional
+from typing import Callable, NamedTuple, Optional, Tuple
 
 import reverb
 import tensorflow as tf
@@ -100,11 +100,7 @@ def mixed_dataset(server_address: str,
     With grouped items (`trajectory.envs_per_item(signature) = E > 0`) a batch is
     `batch_size / E` items, each contributing its E environments as rows.
     """
-    group = trajectory.envs_per_item(signature)
-    if group and batch_size % group:
-        raise ValueError(f'batch_size ({batch_size}) must be a multiple of the environments '
-                         f'per item ({group}, the actor\'s num_envs)')
-    num_fresh, num_replayed = split_batch(batch_size // max(group, 1), replay_fraction)
+    num_fresh, num_replayed = items_per_batch(signature, batch_size, replay_fraction)
     parts = []
     if num_fresh:
         parts.append(table_dataset(server_address, tables.QUEUE, signature, num_fresh,
@@ -112,11 +108,31 @@ def mixed_dataset(server_address: str,
     if num_replayed:
         parts.append(table_dataset(server_address, tables.REPLAY, signature, num_replayed,
                                    rate_limiter_timeout_ms))
+    return tf.data.Dataset.zip(tuple(parts)).map(
+        batch_assembler(signature, num_fresh, num_replayed)).prefetch(prefetch)
+
+
+def items_per_batch(signature: trajectory.Sequence, batch_size: int,
+                    replay_fraction: float) -> Tuple[int, int]:
+    """(items from `queue`, items from `replay`) in one batch of `batch_size` rows."""
+    group = trajectory.envs_per_item(signature)
+    if group and batch_size % group:
+        raise ValueError(f'batch_size ({batch_size}) must be a multiple of the environments '
+                         f'per item ({group}, the actor\'s num_envs)')
+    return split_batch(batch_size // max(group, 1), replay_fraction)
+
+
+def batch_assembler(signature: trajectory.Sequence, num_fresh: int,
+                    num_replayed: int) -> Callable[..., Batch]:
+    """`assemble(*parts)` -> `Batch`: one part per table read, `queue`'s first, each
+    (`Sequence` batch-major `[n, L, ...]`, its `reverb.SampleInfo` `[n]`) of `n` items
+    (`num_fresh`, then `num_replayed`; a table with 0 items has no part)."""
+    group = trajectory.envs_per_item(signature)
     rows = max(group, 1)
     replayed = tf.constant([False] * num_fresh * rows + [True] * num_replayed * rows)
     fresh_rows = num_fresh * rows
 
-    def concat(*batches):
+    def assemble(*batches) -> Batch:
         sequences, infos = zip(*batches)
         sequence = tf.nest.map_structure(lambda *xs: tf.concat(xs, 0), *sequences)
         info = infos[-1]  # each row of an item carries that item's information
@@ -133,4 +149,4 @@ def mixed_dataset(server_address: str,
             table_size = tf.ones([fresh_rows], tf.int64)
         return Batch(_time_major(sequence, group), replayed, keys, probabilities, table_size)
 
-    return tf.data.Dataset.zip(tuple(parts)).map(concat).prefetch(prefetch)
+    return assemble

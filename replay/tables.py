@@ -36,7 +36,8 @@ def make_tables(signature: trajectory.Sequence,
                 replay_eviction: str = 'fifo',
                 samples_per_insert: Optional[float] = None,
                 samples_per_insert_tolerance: float = 0.1,
-                priority_exponent: Optional[float] = None) -> List[reverb.Table]:
+                priority_exponent: Optional[float] = None,
+                seeded_sampling: bool = False) -> List[reverb.Table]:
     """The tables of the design.
 
     Args:
@@ -50,9 +51,16 @@ def make_tables(signature: trajectory.Sequence,
         (within `samples_per_insert_tolerance` of it) with Reverb's rate limiter.
       priority_exponent: when set, `replay` samples item i with probability
         priority_i^exponent / sum_j priority_j^exponent; else uniformly.
+      seeded_sampling: `replay` samples the item of lowest priority, which a
+        seeded `replay.seeded.SampleClock` sets so that sampling is uniform in an
+        order the seed fixes (deterministic runs); FIFO eviction only.
     """
     if replay_eviction not in REPLAY_EVICTIONS:
         raise ValueError(f'replay_eviction must be one of {REPLAY_EVICTIONS}, got {replay_eviction!r}')
+    if seeded_sampling and (priority_exponent is not None or replay_eviction != 'fifo'):
+        raise ValueError('seeded sampling samples uniformly and evicts FIFO: it replaces '
+                         'prioritized sampling and reservoir eviction, which draw from '
+                         "Reverb's unseeded generator")
     if samples_per_insert:
         # Reverb rejects an error buffer smaller than 2 * max(1, samples_per_insert).
         # At least a few inserts of slack, so actor and learner overlap instead of
@@ -64,8 +72,12 @@ def make_tables(signature: trajectory.Sequence,
     else:
         limiter = reverb.rate_limiters.MinSize(min_replay_size)
     packed = Packing(signature).packed_signature()
-    sampler = (reverb.selectors.Uniform() if priority_exponent is None
-               else reverb.selectors.Prioritized(priority_exponent))
+    if seeded_sampling:
+        sampler = reverb.selectors.MinHeap()
+    elif priority_exponent is None:
+        sampler = reverb.selectors.Uniform()
+    else:
+        sampler = reverb.selectors.Prioritized(priority_exponent)
     remover = (reverb.selectors.Fifo() if replay_eviction == 'fifo'
                else reverb.selectors.MinHeap())
     return [
