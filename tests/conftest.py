@@ -317,3 +317,27 @@ def cartpole_rule_demos(tmp_path_factory) -> str:
                       np.array(truncated), env.observation_space, env.action_space,
                       'CartPole-v1')
     return path
+
+
+@pytest.fixture
+def run_main(capsys):
+    """`run_main(args) -> (exit status, error: lines)`: `launch/run.py`'s main with `args`
+    (its own parser, default presets included), in this process."""
+    from absl import flags
+
+    from launch import run  # defines run.py's flags on absl's FLAGS
+
+    def call(args):
+        flags.FLAGS.unparse_flags()
+        code = 0
+        try:
+            run.parse_flags(['run.py', *args])
+            run.main([])
+        except SystemExit as e:
+            code = e.code
+        finally:
+            flags.FLAGS.unparse_flags()
+        return code, [line for line in capsys.readouterr().err.splitlines()
+                      if line.startswith('error:')]
+
+    return call

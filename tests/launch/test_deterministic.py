@@ -113,22 +113,6 @@ def test_another_seed_another_run(acer_runs):
     assert differing_variables(first, other)
 
 
-def run_main(args, capsys):
-    """(exit status, `error:` lines) of `launch/run.py`'s main with `args`, in this process."""
-    from absl import flags
-
-    from launch import run  # defines run.py's flags on absl's FLAGS
-    flags.FLAGS.unparse_flags()
-    code = 0
-    try:
-        run.parse_flags(['run.py', *args])
-        run.main([])
-    except SystemExit as e:
-        code = e.code
-    finally:
-        flags.FLAGS.unparse_flags()
-    return code, [line for line in capsys.readouterr().err.splitlines()
-                  if line.startswith('error:')]
 
 
 @pytest.mark.parametrize('args,message', [
@@ -138,18 +122,17 @@ def run_main(args, capsys):
     (['--replay_sampler=prioritized'], 'prioritized replay'),
     (['--replay_eviction=reservoir'], '--replay_eviction=reservoir'),
 ])
-def test_what_it_cannot_reproduce_is_one_error_line(args, message, tmp_path, capsys):
+def test_what_it_cannot_reproduce_is_one_error_line(args, message, tmp_path, run_main):
     code, errors = run_main(['--no_preset', '--deterministic', f'--logdir={tmp_path}/run',
-                             '--num_envs=4', *args], capsys)
+                             '--num_envs=4', *args])
     assert code == 1
     assert len(errors) == 1 and message in errors[0], errors
     assert not os.path.exists(tmp_path / 'run')
 
 
-def test_a_deterministic_run_does_not_resume(clear_runs, tmp_path, capsys):
+def test_a_deterministic_run_does_not_resume(clear_runs, tmp_path, run_main):
     logdir = tmp_path / 'run'
     shutil.copytree(clear_runs[0], logdir)
-    code, errors = run_main([*CLEAR_FLAGS, '--seed=3', '--resume', f'--logdir={logdir}'],
-                            capsys)
+    code, errors = run_main([*CLEAR_FLAGS, '--seed=3', '--resume', f'--logdir={logdir}'])
     assert code == 1
     assert len(errors) == 1 and 'do not resume' in errors[0], errors

@@ -144,31 +144,14 @@ def test_bad_input_gives_one_clear_line_and_nonzero_exit(args, message, run_cli,
     (['--prior_kl_weight=-1'], 'prior_kl_weight must be >= 0, got -1.0'),
     (['--intra_op_threads=-1'], 'intra_op_threads must be >= 0'),
 ])
-def test_bad_values_are_one_error_line_from_main(args, message, tmp_path, capsys):
+def test_bad_values_are_one_error_line_from_main(args, message, tmp_path, run_main):
     """The same `main` the command line runs, in this process (no TF start-up per case)."""
-    code, errors = run_main([f'--logdir={tmp_path}/run', *args], capsys)
+    code, errors = run_main([f'--logdir={tmp_path}/run', *args])
     assert code == 1
     assert len(errors) == 1 and message in errors[0], errors
     assert not os.path.exists(tmp_path / 'run')
 
 
-def run_main(args, capsys):
-    """(exit status, `error:` lines) of `launch/run.py`'s main with `args` (its own parser,
-    default presets included), in this process."""
-    from absl import flags
-
-    from launch import run  # defines run.py's flags on absl's FLAGS
-    flags.FLAGS.unparse_flags()
-    code = 0
-    try:
-        run.parse_flags(['run.py', *args])
-        run.main([])
-    except SystemExit as e:
-        code = e.code
-    finally:
-        flags.FLAGS.unparse_flags()
-    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith('error:')]
-    return code, errors
 
 
 @pytest.mark.parametrize('args,message', [
@@ -178,10 +161,10 @@ def run_main(args, capsys):
     (['--resume', '--env=Acrobot-v1'], '--env=CartPole-v1 (now Acrobot-v1)'),
 ])
 def test_a_run_directory_is_resumed_only_when_asked_with_its_flags(args, message, run_copy,
-                                                                  capsys):
+                                                                  run_main):
     before = snapshot(run_copy)
     defaults = [*SMALL_FLAGS, '--seed=3', '--no_preset', f'--logdir={run_copy}']
-    code, errors = run_main([*defaults, *args], capsys)
+    code, errors = run_main([*defaults, *args])
     assert code == 1 and len(errors) == 1 and message in errors[0], errors
     assert snapshot(run_copy) == before
 
@@ -239,7 +222,7 @@ def test_another_agents_run_is_an_error_and_stays(keep_run_config, message, run_
     assert snapshot(run_copy) == before
 
 
-def test_summary_and_resume_from_checkpoint(small_run, run_copy, capsys):
+def test_summary_and_resume_from_checkpoint(small_run, run_copy, run_main):
     _, first = small_run
     for key in SUMMARY_KEYS:
         assert key in first, key
@@ -250,7 +233,7 @@ def test_summary_and_resume_from_checkpoint(small_run, run_copy, capsys):
     # The same logdir resumes (--resume, the same flags): counters continue from the
     # checkpoint, not from zero.
     code, errors = run_main([*SMALL_FLAGS, '--seed=3', '--no_preset', '--resume',
-                             '--num_steps=3000', f'--logdir={run_copy}'], capsys)
+                             '--num_steps=3000', f'--logdir={run_copy}'])
     assert code == 0 and not errors, errors
     with open(run_copy / 'summary.json') as f:
         second = json.load(f)
