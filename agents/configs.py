@@ -53,6 +53,14 @@ def normalizes(normalize: bool, observation_space: Any) -> bool:
         and len(observation_space.shape) == 1
 
 
+def normalization_options(config: Any, observation_space: Any) -> Dict[str, Any]:
+    """`ActorCriticCore`'s keyword arguments for a config's `normalize`,
+    `value_normalization` and `popart_step_size` (CLEAR's and ACER's)."""
+    return dict(normalize_observations=normalizes(config.normalize, observation_space),
+                value_normalization=config.value_normalization == 'popart',
+                popart_step_size=config.popart_step_size)
+
+
 def check_value_normalization(config: Any) -> None:
     """`value_normalization` is a known mode and `popart_step_size` in (0, 1]."""
     require_choice('value_normalization', config.value_normalization, VALUE_NORMALIZATIONS)

@@ -423,10 +423,11 @@ class ActorCriticCore(snt.RNNCore):
         """The observation the torso sees (standardised when the core normalises)."""
         return observation if self._normalizer is None else self._normalizer(observation)
 
-    def update_normalizer(self, observation: tf.Tensor) -> None:
-        """Merges `[N, D]` observations into the running statistics (if any)."""
+    def update_normalizer(self, observation: Any) -> None:
+        """Merges `[..., D]` observations (`[N, D]` rows, or `[T, B, D]` sequences) into
+        the running statistics; nothing when the core does not normalise (any nest)."""
         if self._normalizer is not None:
-            self._normalizer.update(observation)
+            self._normalizer.update(tf.reshape(observation, [-1, observation.shape[-1]]))
 
     def initial_state(self, batch_size: int, **unused) -> Any:
         if self._lstm is None:

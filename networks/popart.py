@@ -27,11 +27,13 @@ step size `max(step_size, 1 / count)`: the first batches are averaged exactly
 average takes over.
 """
 
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
-import numpy as np
 import sonnet as snt
 import tensorflow as tf
+
+# What a learner adds to its metrics with PopArt (the value head's target statistics).
+METRICS = ('popart/mean', 'popart/std')
 
 # sigma's bounds: below, a constant target would divide by ~0; above, float32 loses
 # the normalised output's precision.
@@ -39,10 +41,8 @@ STD_MIN = 1e-4
 STD_MAX = 1e6
 
 
-def std_from_moments(mean, second_moment):
-    """sigma = sqrt(second - mean^2), clipped to [STD_MIN, STD_MAX]; tf or numpy."""
-    if isinstance(mean, np.ndarray):
-        return np.clip(np.sqrt(np.maximum(second_moment - mean ** 2, 0.0)), STD_MIN, STD_MAX)
+def std_from_moments(mean: tf.Tensor, second_moment: tf.Tensor) -> tf.Tensor:
+    """sigma = sqrt(second - mean^2), clipped to [STD_MIN, STD_MAX]."""
     return tf.clip_by_value(tf.sqrt(tf.maximum(second_moment - tf.square(mean), 0.0)),
                             STD_MIN, STD_MAX)
 
@@ -110,6 +110,11 @@ class PopArtLinear(snt.Linear):
         if not self.normalized_output:
             return tf.zeros([self.groups]), tf.ones([self.groups])
         return tf.identity(self.mean), std_from_moments(self.mean, self.second_moment)
+
+    def metrics(self) -> Dict[str, tf.Tensor]:
+        """`METRICS` of the first group: its mu and sigma `[]`."""
+        mean, std = self.statistics()
+        return dict(zip(METRICS, (mean[0], std[0])))
 
     def _per_output(self, x: tf.Tensor) -> tf.Tensor:
         """A group statistic `[G]` broadcast to the outputs `[O]`."""

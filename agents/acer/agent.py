@@ -4,9 +4,10 @@ from typing import Any, Callable, Tuple
 
 from agents import configs, contract
 from agents.acer.config import ACERConfig
-from agents.acer.learning import METRICS, POPART_METRICS, ACERLearner
+from agents.acer.learning import METRICS, ACERLearner
 from networks.cores import ActorCriticCore
 from networks.distributions import ActionSpace, UnsupportedSpaceError
+from networks.popart import METRICS as POPART_METRICS
 
 
 class ACER(contract.Agent):
@@ -46,10 +47,7 @@ class ACER(contract.Agent):
                       lstm_size=config.lstm_size,
                       reward_transform=configs.reward_input(
                           config.prev_reward_input, config.reward_scaling, config.reward_clipping),
-                      normalize_observations=configs.normalizes(config.normalize,
-                                                                observation_space),
-                      value_normalization=config.value_normalization == 'popart',
-                      popart_step_size=config.popart_step_size)
+                      **configs.normalization_options(config, observation_space))
         if action_space.is_discrete:
             # Q(x, .) from a Q head; V = sum_a pi(a) Q(a), so no value head.
             return ActorCriticCore(observation_space, action_space,

@@ -54,8 +54,6 @@ from replay.dataset import Batch
 
 METRICS = ('loss/policy', 'loss/q', 'loss/total_loss', 'average_value', 'average_entropy',
            'average_kl', 'mean_rho', 'fraction_truncated', 'grad_norm', 'learning_rate')
-# With PopArt (`value_normalization='popart'`): the value head's target statistics.
-POPART_METRICS = ('popart/mean', 'popart/std')
 
 
 def _gather(x: tf.Tensor, index: tf.Tensor) -> tf.Tensor:
@@ -96,8 +94,7 @@ class ACERLearner(LearnerBase):
         head.update(tf.reshape(q_ret_t, [-1, 1]), tf.reshape(mask_t, [-1, 1]))
         if not self._discrete:  # A(x, a) = sigma * net(x, a): keep sigma * net fixed
             scale_layer(self.core.parts.advantage_head.output_layer, old_std / head.std())
-        mean, std = head.statistics()
-        return {'popart/mean': mean[0], 'popart/std': std[0]}
+        return head.metrics()
 
     def _average_state(self, batch: Batch):
         """The average network's core state at the sequences' first step (`[B, ...]`
@@ -267,9 +264,8 @@ class ACERLearner(LearnerBase):
         mask_t = trajectory.valid_mask(steps.first)  # [T, B]
         weights = self.importance_weights(batch)  # [B]: 1 unless replay is prioritized
         loss_mask_t = mask_t * weights[None, :]
-        if self.core.parts.normalizer is not None:  # statistics first, as SAC (ML-Agents)
-            observation = steps.observation[:-1]
-            self.core.update_normalizer(tf.reshape(observation, [-1, observation.shape[-1]]))
+        self.core.update_normalizer(  # statistics first, as SAC
+            tf.nest.map_structure(lambda x: x[:-1], steps.observation))
         average_out, _ = self.average_core.unroll(inputs, self._average_state(batch))
         average_stats_t = tf.stop_gradient(average_out.policy_params[0][:-1])
         r_t = transform_rewards(steps.reward[:-1], config.reward_scaling, config.reward_clipping)

@@ -4,10 +4,10 @@ from typing import Any, Callable, Tuple
 
 from agents import configs, contract
 from agents.clear.config import CLEARConfig
-from agents.clear.learning import (
-    CRITIC_PRETRAIN_METRICS, METRICS, POPART_METRICS, CLEARLearner)
+from agents.clear.learning import CRITIC_PRETRAIN_METRICS, METRICS, CLEARLearner
 from networks.cores import ActorCriticCore
 from networks.distributions import ActionSpace
+from networks.popart import METRICS as POPART_METRICS
 from replay.dataset import split_batch
 
 
@@ -41,10 +41,7 @@ class CLEAR(contract.Agent):
                                reward_transform=configs.reward_input(
                                    config.prev_reward_input, config.reward_scaling,
                                    config.reward_clipping),
-                               normalize_observations=configs.normalizes(
-                                   config.normalize, observation_space),
-                               value_normalization=config.value_normalization == 'popart',
-                               popart_step_size=config.popart_step_size)
+                               **configs.normalization_options(config, observation_space))
 
     def build_learner(self, make_core: Callable[[], ActorCriticCore], action_space: ActionSpace,
                       config: CLEARConfig) -> CLEARLearner:

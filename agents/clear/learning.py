@@ -59,8 +59,6 @@ from replay.dataset import Batch
 METRICS = ('loss/policy_gradient', 'loss/baseline', 'loss/entropy', 'loss/policy_cloning',
            'loss/value_cloning', 'loss/total_loss', 'grad_norm', 'learning_rate', 'entropy_cost',
            'mean_rho')
-# With PopArt (`value_normalization='popart'`): the baseline's target statistics.
-POPART_METRICS = ('popart/mean', 'popart/std')
 CRITIC_PRETRAIN_METRICS = ('critic_pretrain/baseline_loss', 'critic_pretrain/grad_norm',
                            'critic_pretrain/learning_rate')
 PHASES = ('critic_pretrain', 'learn')
@@ -181,8 +179,7 @@ class CLEARLearner(LearnerBase):
             self.signal_values.update(
                 tf.reshape(signal_vs_t, [-1, n]),
                 tf.reshape(tf.broadcast_to(mask_t[..., None], tf.shape(signal_vs_t)), [-1, n]))
-        mean, std = head.statistics()
-        return {'popart/mean': mean[0], 'popart/std': std[0]}
+        return head.metrics()
 
     @tf.function(autograph=False)  # no tensor-dependent Python control flow; tracing is ~3x faster
     def _learn_step(self, batch: Batch) -> Dict[str, tf.Tensor]:
@@ -195,9 +192,8 @@ class CLEARLearner(LearnerBase):
         loss_mask_t = mask_t * weights[None, :]
         action_t = tf.nest.map_structure(lambda x: x[:-1], steps.action)
         behaviour_params_t = tf.nest.map_structure(lambda x: x[:-1], steps.behaviour_params)
-        if self.core.parts.normalizer is not None:  # statistics first, as SAC (ML-Agents)
-            observation = steps.observation[:-1]
-            self.core.update_normalizer(tf.reshape(observation, [-1, observation.shape[-1]]))
+        self.core.update_normalizer(  # statistics first, as SAC
+            tf.nest.map_structure(lambda x: x[:-1], steps.observation))
         signal_metrics = {}
         if config.signals.intrinsic:  # the models as they are, then one update of each
             signal_r_t, signal_metrics = self.signals.rewards_and_train(
