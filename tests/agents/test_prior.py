@@ -17,7 +17,10 @@ from launch import setup as setup_lib
 from networks.distributions import ActionSpace
 
 # SAC's discrete leaves are categorical as CLEAR's: the hand computation covers their KL.
-CASES = [('clear', 'CartPole-v1', {'lstm_size': 0}), ('acer', 'CartPole-v1', {'lstm_size': 0}),
+# Raw observations: a step updates the observation statistics before its losses, so a
+# normalising policy is no longer exactly the prior exported before the step.
+CASES = [('clear', 'CartPole-v1', {'lstm_size': 0, 'normalize': False}),
+         ('acer', 'CartPole-v1', {'lstm_size': 0, 'normalize': False}),
          ('sac', 'Pendulum-v1', {})]
 
 
