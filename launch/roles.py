@@ -9,7 +9,7 @@ same tables, item layout and networks from them (`launch.setup.make_setup`); the
 share nothing but the Reverb address. `launch/launcher.py` starts them all on
 one machine; any scheduler can place them on several.
 
-Decisions this module adds to DESIGN.md:
+Decisions this module makes (docs/design.md, "Multi-process roles"):
 - **Env steps and episodes across processes** are real environment steps,
   as in one process: each actor reports its own, with the returns and
   lengths of the episodes it finished, through the server's `env_steps`

@@ -6,7 +6,7 @@ numpy (`[L, B, ...]`, no per-environment Python work per step), and each
 finished sequence is appended to Reverb as *one* step of the writer and
 referenced by one item per table: the data is sent once and indexed in
 `queue` and `replay`. This is ~5x cheaper than appending every environment
-step to Reverb (see DESIGN.md's measurements). Items are stored packed, one
+step to Reverb (docs/benchmarks.md, "Write path"). Items are stored packed, one
 column per dtype (`replay.packing`).
 """
 
