@@ -1,9 +1,19 @@
-"""Installs the agent library: packages `agents`, `networks`, `replay`, `launch`.
+"""Installs the agent library as one import name, `reverb_agents`: the checkout's folders
+`agents`, `networks`, `replay` and `launch` become `reverb_agents.agents`, ... (no
+top-level `agents` to collide with other distributions), with the presets and their
+recorded demonstrations as package data and the `reverb-agents` command.
 
 The stack is pinned because dm-reverb 0.14.0 is built against TensorFlow 2.15.
 Reverb is required *without* its `[tensorflow]` extra (that extra pins TF 2.14).
 """
 from setuptools import find_packages, setup
+
+NAMESPACE = "reverb_agents"
+FOLDERS = ("agents", "networks", "replay", "launch")
+PACKAGES = [NAMESPACE] + [
+    f"{NAMESPACE}.{package}"
+    for package in find_packages(include=[f"{folder}*" for folder in FOLDERS])]
+PACKAGE_DIR = {NAMESPACE: NAMESPACE, **{f"{NAMESPACE}.{folder}": folder for folder in FOLDERS}}
 
 RAY = ["ray==2.60.0"]
 # MinAtar/<Game>-v0|v1 (launch/suites.py)
@@ -20,7 +30,10 @@ setup(
     version="0.1.0",
     description="IMPALA/CLEAR, ACER and SAC on TensorFlow 2, Sonnet and one Reverb server.",
     python_requires=">=3.9,<3.12",
-    packages=find_packages(include=["agents*", "networks*", "replay*", "launch*"]),
+    packages=PACKAGES,
+    package_dir=PACKAGE_DIR,
+    package_data={f"{NAMESPACE}.launch": ["presets/*.flags", "presets/demos/*.npz"]},
+    entry_points={"console_scripts": ["reverb-agents = reverb_agents.launch.cli:main"]},
     install_requires=[
         "tensorflow==2.15.1",
         "dm-reverb==0.14.0",

@@ -57,11 +57,11 @@ from typing import Any, Callable, Dict, Mapping, Optional, Protocol, Tuple
 import numpy as np
 import tensorflow as tf
 
-from agents import priorities
-from networks.cores import ActorCriticCore
-from networks.distributions import ActionSpace
-from replay.dataset import split_batch
-from replay.tables import QUEUE, REPLAY
+from reverb_agents.agents import priorities
+from reverb_agents.networks.cores import ActorCriticCore
+from reverb_agents.networks.distributions import ActionSpace
+from reverb_agents.replay.dataset import split_batch
+from reverb_agents.replay.tables import QUEUE, REPLAY
 
 
 @dataclasses.dataclass(frozen=True)

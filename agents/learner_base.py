@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 import sonnet as snt
 import tensorflow as tf
 
-from agents import priorities
+from reverb_agents.agents import priorities
 
 
 class RMSProp(snt.optimizers.RMSProp):

@@ -24,9 +24,9 @@ from typing import Any, Sequence, Tuple
 import gymnasium as gym
 import tensorflow as tf
 
-from agents.configs import field, require
-from networks.distributions import ActionSpace, env_action_tensor
-from networks.observations import ACTION_MASK, exported_observation, observation_spec
+from reverb_agents.agents.configs import field, require
+from reverb_agents.networks.distributions import ActionSpace, env_action_tensor
+from reverb_agents.networks.observations import ACTION_MASK, exported_observation, observation_spec
 
 PRIOR_METRICS = ('loss/prior_kl',)
 

@@ -5,10 +5,10 @@ a checkpoint round trip and export."""
 
 from typing import Dict
 
-from agents.acer.agent import ACER
-from agents.clear.agent import CLEAR
-from agents.contract import Agent
-from agents.sac.agent import SAC
+from reverb_agents.agents.acer.agent import ACER
+from reverb_agents.agents.clear.agent import CLEAR
+from reverb_agents.agents.contract import Agent
+from reverb_agents.agents.sac.agent import SAC
 
 AGENTS: Dict[str, Agent] = {agent.name: agent for agent in (CLEAR(), ACER(), SAC())}
 CONFIG_CLASSES: Dict[str, type] = {name: agent.config_class for name, agent in AGENTS.items()}

@@ -4,7 +4,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from networks.cores import REWARD_CLIPPINGS, transform_reward
+from reverb_agents.networks.cores import REWARD_CLIPPINGS, transform_reward
 
 __all__ = ['REWARD_CLIPPINGS', 'clip_rewards', 'transform_rewards', 'n_step_targets',
            'discounted_returns', 'generalized_advantages']

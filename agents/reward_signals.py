@@ -51,12 +51,12 @@ import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
-from agents.configs import field, require
-from networks.cores import CoreInputs
-from networks.distributions import ActionSpace
-from networks.observations import ObservationTorso, observation_spec
-from replay import demos as demos_lib
-from replay import trajectory
+from reverb_agents.agents.configs import field, require
+from reverb_agents.networks.cores import CoreInputs
+from reverb_agents.networks.distributions import ActionSpace
+from reverb_agents.networks.observations import ObservationTorso, observation_spec
+from reverb_agents.replay import demos as demos_lib
+from reverb_agents.replay import trajectory
 
 
 SIGNALS = ('curiosity', 'gail')  # the intrinsic signals, in component order after extrinsic

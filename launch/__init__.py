@@ -6,7 +6,8 @@ must not start TensorFlow's wiring, and the wiring's modules import this package
 
 import importlib
 
-_API = {'train': 'launch.api', 'Result': 'launch.api', 'load_policy': 'launch.policy'}
+_API = {'train': f'{__name__}.api', 'Result': f'{__name__}.api',
+        'load_policy': f'{__name__}.policy'}
 
 
 def __getattr__(name):

@@ -18,16 +18,16 @@ import reverb
 import tensorflow as tf
 from threadpoolctl import threadpool_limits
 
-from launch.action_repeat import FRAMES
-from launch.environments import reward_size
-from launch.metrics import InfoMeans
-from networks.cores import ActorCriticCore, CoreInputs
-from networks.distributions import ActionSpace
-from networks.numpy_core import NumpyCore
-from networks.observations import ACTION_MASK, numpy_caster
-from replay.trajectory import Step
-from replay.variables import VariableFetcher
-from replay.writer import SequenceWriter
+from reverb_agents.launch.action_repeat import FRAMES
+from reverb_agents.launch.environments import reward_size
+from reverb_agents.launch.metrics import InfoMeans
+from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
+from reverb_agents.networks.distributions import ActionSpace
+from reverb_agents.networks.numpy_core import NumpyCore
+from reverb_agents.networks.observations import ACTION_MASK, numpy_caster
+from reverb_agents.replay.trajectory import Step
+from reverb_agents.replay.variables import VariableFetcher
+from reverb_agents.replay.writer import SequenceWriter
 
 
 class EpisodeStats:

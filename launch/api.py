@@ -1,6 +1,6 @@
 """The Python API: `from launch import train, load_policy`.
 
-    from launch import train, load_policy
+    from reverb_agents.launch import train, load_policy
     result = train(agent='clear', env='CartPole-v1', num_steps=300_000, seed=1)
     result.summary['eval_return_mean'], result.logdir
     result.policy.run_episode(gymnasium.make('CartPole-v1'), seed=0)
@@ -21,8 +21,8 @@ from typing import Any, Dict, Optional
 
 from absl import flags
 
-from launch import command_line, environments, inprocess, rundir
-from launch.policy import Policy, load_policy
+from reverb_agents.launch import command_line, environments, inprocess, rundir
+from reverb_agents.launch.policy import Policy, load_policy
 
 
 @dataclasses.dataclass

@@ -36,9 +36,8 @@ from typing import Callable, Dict, List, Optional, Tuple
 import numpy as np
 
 # Runnable as a script from a checkout as well as installed.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from launch import bandits  # noqa: E402
+from reverb_agents.launch import bandits  # noqa: E402
 
 # A policy: (rng, counts state) -> arms `[B]`. State: successes and failures per arm `[B, k]`.
 Policy = Callable[[np.random.Generator, np.ndarray, np.ndarray, int], np.ndarray]
@@ -235,7 +234,7 @@ def main(argv):
     from absl import flags
     FLAGS = flags.FLAGS
     try:
-        from launch.command_line import parse_env_kwargs
+        from reverb_agents.launch.command_line import parse_env_kwargs
         if FLAGS.episodes < 1:
             raise ValueError(f'--episodes must be >= 1, got {FLAGS.episodes}')
         env_kwargs = parse_env_kwargs(FLAGS.env_kwargs)

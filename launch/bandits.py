@@ -180,8 +180,8 @@ class BanditVectorEnv(gym.vector.VectorEnv):
 def _register() -> None:
     for env_id, task in IDS.items():
         if env_id not in gym.registry:
-            gym.register(env_id, entry_point='launch.bandits:BanditEnv',
-                         vector_entry_point='launch.bandits:BanditVectorEnv',
+            gym.register(env_id, entry_point='reverb_agents.launch.bandits:BanditEnv',
+                         vector_entry_point='reverb_agents.launch.bandits:BanditVectorEnv',
                          kwargs={'task': task}, disable_env_checker=True)
 
 

@@ -44,7 +44,6 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
 
@@ -53,14 +52,14 @@ import reverb  # noqa: E402
 import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from agents import registry  # noqa: E402
-from launch import config_flags, data, environments, inprocess  # noqa: E402
-from launch.action_repeat import FRAMES  # noqa: E402
-from launch import setup as setup_lib  # noqa: E402
-from launch.actor import Actor  # noqa: E402
-from launch.options import RunOptions  # noqa: E402
-from replay import tables as tables_lib  # noqa: E402
-from replay.priorities import PriorityUpdater  # noqa: E402
+from reverb_agents.agents import registry  # noqa: E402
+from reverb_agents.launch import config_flags, data, environments, inprocess  # noqa: E402
+from reverb_agents.launch.action_repeat import FRAMES  # noqa: E402
+from reverb_agents.launch import setup as setup_lib  # noqa: E402
+from reverb_agents.launch.actor import Actor  # noqa: E402
+from reverb_agents.launch.options import RunOptions  # noqa: E402
+from reverb_agents.replay import tables as tables_lib  # noqa: E402
+from reverb_agents.replay.priorities import PriorityUpdater  # noqa: E402
 
 flags.DEFINE_string('agent', 'clear', f'one of {sorted(registry.AGENTS)}')
 flags.DEFINE_string('env', 'CartPole-v1', 'gymnasium id')

@@ -4,10 +4,15 @@
 (`launch.api.train`) defines them on a private `FlagValues`, so both validate
 input the same way and the API never touches a caller's own absl flags.
 
-- **Default presets.** When `launch/presets/<agent>_<env>.flags` exists
-  (`clear` and `CartPole-v1`: `clear_cartpole.flags`), `parse` applies it
-  first unless `--no_preset` or a `--flagfile` is given; the command line's
-  flags override it.
+- **Presets.** The flagfiles in `launch/presets/` are package data, found
+  through `importlib.resources`, so an installed wheel has them too.
+  `--preset=NAME` applies `presets/NAME.flags` (or a `.flags` path) first;
+  without it, `<agent>_<env>.flags` applies when it exists (`clear` and
+  `CartPole-v1`: `clear_cartpole.flags`) unless `--preset=none` (or
+  `--no_preset`) or a `--flagfile` is given. The command line's flags
+  override a preset. A demonstrations path such as
+  `launch/presets/demos/x.npz` that is not found from the working directory is
+  looked up in the installed presets (`package_path`).
 - **Environment keywords.** `--env_kwargs=key=value,...` go to
   `gymnasium.make`; each value is a Python literal when it reads as one
   (`3`, `0.5`, `True`, `(1, 2)`), a string otherwise.
@@ -21,14 +26,16 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from absl import flags
 
-from agents import registry
-from launch import config_flags, ray_launcher, setup as setup_lib, task_sequence
-from launch.options import (DETERMINISTIC_CHECKPOINT_STEPS, DETERMINISTIC_LOG_STEPS,
+from reverb_agents.agents import registry
+from reverb_agents.launch import config_flags, ray_launcher, setup as setup_lib, task_sequence
+from reverb_agents.launch.preset_files import (NO_PRESET, default_preset, list_presets,
+                                               package_path, preset_path)
+from reverb_agents.launch.options import (DETERMINISTIC_CHECKPOINT_STEPS, DETERMINISTIC_LOG_STEPS,
                             VECTOR_ENVS, RunOptions)
 
 ROLES = ('replay', 'learner', 'actor')
 LAUNCHERS = ('inprocess', 'multiprocess', 'ray')
-PRESETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'presets')
+DEMO_FLAGS = ('gail_demos', 'bc_demos')  # files a preset may name (`package_path`)
 RUNS = 'runs'  # where runs without --logdir go, under the working directory
 _DEFAULTS = RunOptions(logdir='-')
 DETERMINISTIC_HELP = (
@@ -91,7 +98,11 @@ def define_flags(fv: flags.FlagValues) -> None:
            f'summary.json, the policy (default: a new {RUNS}/<agent>-<env>-<date>-<time>)')
     boolean('resume', False, 'continue the run in --logdir from its last checkpoint (the same '
             'agent, environment, config and seed)')
-    boolean('no_preset', False, 'do not apply launch/presets/<agent>_<env>.flags')
+    string('preset', '', f'flags applied first, overridden by the command line: a preset\'s '
+           f'name ({", ".join(list_presets()[:3])}, ... in launch/presets/), a .flags path, '
+           f'or {NO_PRESET!r}; default: <agent>_<env> where one exists '
+           f'(reverb-agents presets lists them)')
+    boolean('no_preset', False, f'the same as --preset={NO_PRESET}')
     boolean('verbose', False, 'show TensorFlow\'s and Reverb\'s own log lines and every '
             'absl INFO line')
     integer('eval_episodes', None, f'greedy evaluation episodes (at the end and every '
@@ -147,17 +158,16 @@ def define_flags(fv: flags.FlagValues) -> None:
     config_flags.define_flags(registry.CONFIG_CLASSES, fv)
 
 
-def env_name(env_id: str) -> str:
-    """'CartPole-v1' -> 'cartpole', 'pkg.mod:My-Env-v0' -> 'myenv' (preset and run names)."""
-    name = env_id.rpartition(':')[2]
-    name = re.sub(r'-v\d+$', '', name)
-    return re.sub(r'[^a-z0-9]', '', name.lower())
 
 
-def default_preset(agent: str, env: str) -> Optional[str]:
-    """`launch/presets/<agent>_<env>.flags` when it exists, else None."""
-    path = os.path.join(PRESETS, f'{agent}_{env_name(env)}.flags')
-    return path if os.path.exists(path) else None
+
+
+
+
+
+
+
+
 
 
 def parse(argv: List[str], fv: flags.FlagValues) -> Tuple[List[str], Optional[str]]:
@@ -165,10 +175,13 @@ def parse(argv: List[str], fv: flags.FlagValues) -> Tuple[List[str], Optional[st
     applies (see the module doc); returns (the arguments left, the preset applied or None).
     Raises `flags.Error` for an unknown flag or a value of the wrong type."""
     rest = fv(argv)
-    if fv.no_preset or fv.role or fv.tasks or any(
-            arg.split('=', 1)[0] in ('--flagfile', '-flagfile') for arg in argv[1:]):
+    if fv.preset and fv.preset != NO_PRESET:
+        preset = preset_path(fv.preset)
+    elif (fv.preset == NO_PRESET or fv.no_preset or fv.role or fv.tasks or any(
+            arg.split('=', 1)[0] in ('--flagfile', '-flagfile') for arg in argv[1:])):
         return rest, None
-    preset = default_preset(fv.agent, fv.env)
+    else:
+        preset = default_preset(fv.agent, fv.env)
     if preset is None:
         return rest, None
     fv.unparse_flags()
@@ -232,6 +245,9 @@ def resolve(fv: flags.FlagValues) -> Tuple[RunOptions, Any]:
         raise ValueError(f'--role={fv.role} needs --logdir (the run\'s directory, shared by '
                          f'its roles)')
     agent = registry.get(fv.agent)
+    for name in DEMO_FLAGS:
+        if fv[name].value:
+            fv[name].value = package_path(fv[name].value)
     config = config_flags.config_from_flags(fv.agent, registry.CONFIG_CLASSES, fv)
     per_agent = {name: fv[name].value
                  for name in ('num_envs', 'num_steps', 'eval_episodes', 'save_replay',

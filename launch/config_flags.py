@@ -13,7 +13,7 @@ from typing import Any, Dict, Mapping, Tuple
 
 from absl import flags
 
-from agents import configs
+from reverb_agents.agents import configs
 
 
 def _base_type(hint: Any) -> Any:

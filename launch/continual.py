@@ -30,10 +30,10 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from launch import console, evaluation, periodic_evaluation, shared_spaces
-from launch.options import RunOptions
-from networks.cores import ActorCriticCore
-from networks.distributions import ActionSpace
+from reverb_agents.launch import console, evaluation, periodic_evaluation, shared_spaces
+from reverb_agents.launch.options import RunOptions
+from reverb_agents.networks.cores import ActorCriticCore
+from reverb_agents.networks.distributions import ActionSpace
 
 CSV = 'continual.csv'
 COLUMNS = ('env_steps', 'task', 'return_mean', 'return_std')

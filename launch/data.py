@@ -24,10 +24,10 @@ import numpy as np
 import reverb
 import tensorflow as tf
 
-from agents.contract import PRIORITIES, DataPlan, ReplaySchedule
-from replay import dataset as dataset_lib
-from replay import seeded, tables, trajectory
-from replay.priorities import PriorityUpdater
+from reverb_agents.agents.contract import PRIORITIES, DataPlan, ReplaySchedule
+from reverb_agents.replay import dataset as dataset_lib
+from reverb_agents.replay import seeded, tables, trajectory
+from reverb_agents.replay.priorities import PriorityUpdater
 
 DATA_TIMEOUT_MS = 20_000  # a learner's dataset ends after this long without data
 

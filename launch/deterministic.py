@@ -37,10 +37,10 @@ import reverb
 import tensorflow as tf
 from tensorflow.python.framework import config as tf_config
 
-from launch import data, rundir
-from launch.actor import Actor, EpisodeStats
-from launch.setup import RunSetup
-from replay import seeded
+from reverb_agents.launch import data, rundir
+from reverb_agents.launch.actor import Actor, EpisodeStats
+from reverb_agents.launch.setup import RunSetup
+from reverb_agents.replay import seeded
 
 _DONE = object()  # what the actor's rounds give once they have ended
 

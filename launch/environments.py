@@ -20,9 +20,9 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import gymnasium as gym
 import numpy as np
 
-from launch import bandits, suites
-from networks.distributions import ActionSpace, UnsupportedSpaceError
-from networks.observations import observation_spec
+from reverb_agents.launch import bandits, suites
+from reverb_agents.networks.distributions import ActionSpace, UnsupportedSpaceError
+from reverb_agents.networks.observations import observation_spec
 
 
 BANDITS = tuple(bandits.IDS)  # the meta-RL bandits, registered by importing `launch.bandits`

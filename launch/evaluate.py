@@ -19,15 +19,14 @@ from typing import Optional, Tuple
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 # Runnable as a script from a checkout as well as installed.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from launch import suites  # noqa: E402  (gymnasium and numpy only)
-from launch.bandits import IDS as BANDITS  # noqa: E402  (importing registers them)
-from launch.policy import Policy, PolicyError  # noqa: E402
+from reverb_agents.launch import suites  # noqa: E402  (gymnasium and numpy only)
+from reverb_agents.launch.bandits import IDS as BANDITS  # noqa: E402  (importing registers them)
+from reverb_agents.launch.policy import Policy, PolicyError  # noqa: E402
 
 flags.DEFINE_string('saved_model', None, 'directory written by launch/export.py')
 flags.DEFINE_string('env', None, f'gymnasium id (default: the one recorded in the model); '

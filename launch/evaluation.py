@@ -10,11 +10,11 @@ from typing import Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 import gymnasium as gym
 import numpy as np
 
-from launch import environments
-from launch.actor import Policy
-from networks.cores import ActorCriticCore
-from networks.distributions import ActionSpace
-from networks.observations import numpy_caster
+from reverb_agents.launch import environments
+from reverb_agents.launch.actor import Policy
+from reverb_agents.networks.cores import ActorCriticCore
+from reverb_agents.networks.distributions import ActionSpace
+from reverb_agents.networks.observations import numpy_caster
 
 
 def epsilon_greedy(greedy: Tuple[np.ndarray, ...], sampled: Tuple[np.ndarray, ...],

@@ -55,14 +55,14 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from agents import configs, registry
-from launch import rundir
-from launch.action_repeat import ACTION, STEP_MUL
-from launch import setup as setup_lib
-from launch.options import RunOptions
-from networks.cores import ActorCriticCore, CoreInputs
-from networks.distributions import ActionSpace, env_action_tensor, to_unit_interval
-from networks.observations import ACTION_MASK, exported_observation, observation_spec
+from reverb_agents.agents import configs, registry
+from reverb_agents.launch import rundir
+from reverb_agents.launch.action_repeat import ACTION, STEP_MUL
+from reverb_agents.launch import setup as setup_lib
+from reverb_agents.launch.options import RunOptions
+from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
+from reverb_agents.networks.distributions import ActionSpace, env_action_tensor, to_unit_interval
+from reverb_agents.networks.observations import ACTION_MASK, exported_observation, observation_spec
 
 
 class ExportError(ValueError):

@@ -25,13 +25,13 @@ import reverb
 import tensorflow as tf
 from absl import logging
 
-from agents import registry
-from launch import console, data, deterministic, rundir
-from launch import setup as setup_lib
-from launch.actor import EpisodeStats
-from launch.learner_loop import LearnerRun
-from launch.options import RunOptions
-from replay import tables as tables_lib
+from reverb_agents.agents import registry
+from reverb_agents.launch import console, data, deterministic, rundir
+from reverb_agents.launch import setup as setup_lib
+from reverb_agents.launch.actor import EpisodeStats
+from reverb_agents.launch.learner_loop import LearnerRun
+from reverb_agents.launch.options import RunOptions
+from reverb_agents.replay import tables as tables_lib
 
 
 @contextlib.contextmanager

@@ -30,7 +30,7 @@ from typing import List, Optional
 
 from absl import logging
 
-from replay import connection
+from reverb_agents.replay import connection
 
 RUN_PY = __file__.replace('launcher.py', 'run.py')
 MAX_BACKOFF_S = 30.0

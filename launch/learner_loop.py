@@ -22,14 +22,14 @@ from typing import Any, Callable, Dict, List, Optional
 import tensorflow as tf
 from absl import logging
 
-from launch import console, continual, data, evaluation, export, periodic_evaluation, rundir
-from launch import metrics as metrics_lib, triggers as triggers_lib
-from launch.actor import EpisodeStats
-from launch.setup import RunSetup, make_envs, make_learner, pretrain
-from launch.triggers import TARGET_WINDOW, Every, Progress
-from replay.connection import SERVER_ERRORS
-from replay.priorities import PriorityUpdater
-from replay.variables import VariablePublisher
+from reverb_agents.launch import console, continual, data, evaluation, export, periodic_evaluation, rundir
+from reverb_agents.launch import metrics as metrics_lib, triggers as triggers_lib
+from reverb_agents.launch.actor import EpisodeStats
+from reverb_agents.launch.setup import RunSetup, make_envs, make_learner, pretrain
+from reverb_agents.launch.triggers import TARGET_WINDOW, Every, Progress
+from reverb_agents.replay.connection import SERVER_ERRORS
+from reverb_agents.replay.priorities import PriorityUpdater
+from reverb_agents.replay.variables import VariablePublisher
 
 DISPLAY_INTERVAL_S = 0.5  # seconds between refreshes of the progress display
 

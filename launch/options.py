@@ -3,7 +3,7 @@
 import dataclasses
 from typing import Any, Mapping, Optional, Tuple
 
-from agents.configs import require, require_fraction
+from reverb_agents.agents.configs import require, require_fraction
 
 VECTOR_ENVS = ('', 'sync', 'async')  # '': the environment's own vectorised version, else sync
 # A deterministic run's cadences in learner steps where none is given: a timed one would

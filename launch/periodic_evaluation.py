@@ -28,10 +28,10 @@ from typing import Any, Callable, Dict, Optional
 import gymnasium as gym
 import tensorflow as tf
 
-from launch import console, evaluation, export
-from launch.options import RunOptions
-from networks.cores import ActorCriticCore
-from networks.distributions import ActionSpace
+from reverb_agents.launch import console, evaluation, export
+from reverb_agents.launch.options import RunOptions
+from reverb_agents.networks.cores import ActorCriticCore
+from reverb_agents.networks.distributions import ActionSpace
 
 CSV = 'eval.csv'
 COLUMNS = ('env_steps', 'return_mean', 'return_std')

@@ -22,7 +22,6 @@ import sys
 from typing import Any, Dict, List, Sequence
 
 # Runnable as a script from a checkout as well as installed.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags  # noqa: E402
 
@@ -43,7 +42,7 @@ class PlotError(ValueError):
 def _run_files(logdir: str) -> Dict[str, Any]:
     """`run_config.json` and `summary.json` of `logdir` ({} for those missing)."""
     import json
-    from launch import rundir
+    from reverb_agents.launch import rundir
     run = rundir.read_run_config(logdir) or {}
     summary_path = os.path.join(logdir, 'summary.json')
     summary = {}
@@ -66,7 +65,7 @@ def agent_label(agent: str, config: Dict[str, Any]) -> str:
 def load_curve(logdir: str, group_by: str = 'agent') -> Dict[str, Any]:
     """A run's learning curve: {'env_steps', 'returns' (arrays), 'group', 'env'}."""
     import numpy as np
-    from launch import metrics, rundir
+    from reverb_agents.launch import metrics, rundir
     path = os.path.join(logdir, metrics.PROGRESS_CSV)
     if not os.path.exists(path):
         raise PlotError(f'{logdir!r} has no {metrics.PROGRESS_CSV}: not a run directory')
@@ -129,7 +128,7 @@ def plot_curves(logdirs: Sequence[str], output: str, group_by: str = 'agent',
 def load_run(logdir: str) -> Dict[str, Any]:
     """A task-sequence run's rows, tasks and label ({'rows', 'tasks', 'steps_per_task',
     'task_cycles', 'label', 'seed'})."""
-    from launch import continual
+    from reverb_agents.launch import continual
     path = os.path.join(logdir, continual.CSV)
     if not os.path.exists(path):
         raise PlotError(f'{logdir!r} has no {continual.CSV}: not a task-sequence run '

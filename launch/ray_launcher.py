@@ -22,8 +22,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from absl import logging
 
-from launch import roles, rundir
-from launch.options import RunOptions
+from reverb_agents.launch import roles, rundir
+from reverb_agents.launch.options import RunOptions
 
 CONNECT_TIMEOUT_S = 10.0  # an address given with --ray_address must answer within this
 PLACEMENT_TIMEOUT_S = 60.0
@@ -39,7 +39,7 @@ class RoleHost:
 
     def __init__(self, role: str, options: RunOptions, config: Any, use_gpu: bool):
         import tensorflow as tf
-        from launch import setup as setup_lib
+        from reverb_agents.launch import setup as setup_lib
         self._role, self._options, self._config = role, options, config
         self._stop = threading.Event()
         gpus = tf.config.list_physical_devices('GPU')
@@ -74,8 +74,8 @@ class RoleHost:
         """Runs one learner step of this run's agent on a batch of zeros; the device
         its loss was computed on (a check that the learner uses this process's GPU)."""
         import tensorflow as tf
-        from launch import setup as setup_lib
-        from replay import dataset, trajectory
+        from reverb_agents.launch import setup as setup_lib
+        from reverb_agents.replay import dataset, trajectory
         envs = setup_lib.make_envs(self._options, self._config, 1, 0)
         setup = setup_lib.make_setup(self._options, self._config, envs)
         envs.close()

@@ -19,16 +19,15 @@ from typing import TYPE_CHECKING, Iterator, Tuple
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 # Runnable as a script from a checkout as well as installed.
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from replay import demos as demos_lib  # noqa: E402  (numpy and gymnasium only)
+from reverb_agents.replay import demos as demos_lib  # noqa: E402  (numpy and gymnasium only)
 
 if TYPE_CHECKING:  # TensorFlow is imported in `main`, after the checks that need none
-    from launch.policy import Policy
+    from reverb_agents.launch.policy import Policy
 
 flags.DEFINE_string('saved_model', None, 'directory written by launch/export.py')
 flags.DEFINE_string('env', None, 'gymnasium id (default: the one recorded in the model)')
@@ -85,11 +84,11 @@ def main(argv):
         if os.path.exists(FLAGS.output):
             raise ValueError(f'{FLAGS.output}: the file exists; demonstrations are never '
                              f'overwritten')
-        from launch import console
+        from reverb_agents.launch import console
         console.quiet_native_output()  # TensorFlow's start-up lines, before it loads
-        from launch.command_line import parse_env_kwargs
-        from launch.environments import env_reward_size, make_env
-        from launch.policy import load_policy
+        from reverb_agents.launch.command_line import parse_env_kwargs
+        from reverb_agents.launch.environments import env_reward_size, make_env
+        from reverb_agents.launch.policy import load_policy
         env_kwargs = parse_env_kwargs(FLAGS.env_kwargs)
         policy = load_policy(FLAGS.saved_model)
         env_id = FLAGS.env or policy.env_id

@@ -43,15 +43,15 @@ from typing import Any, Dict, Optional
 import reverb
 from absl import logging
 
-from launch import data, rundir
-from launch import setup as setup_lib
-from launch.actor import EpisodeStats
-from launch.learner_loop import LearnerRun
-from launch.options import RunOptions
-from launch.rundir import describe
-from replay import connection
-from replay import tables as tables_lib
-from replay.env_steps import EnvStepsCounter, EnvStepsReporter
+from reverb_agents.launch import data, rundir
+from reverb_agents.launch import setup as setup_lib
+from reverb_agents.launch.actor import EpisodeStats
+from reverb_agents.launch.learner_loop import LearnerRun
+from reverb_agents.launch.options import RunOptions
+from reverb_agents.launch.rundir import describe
+from reverb_agents.replay import connection
+from reverb_agents.replay import tables as tables_lib
+from reverb_agents.replay.env_steps import EnvStepsCounter, EnvStepsReporter
 
 
 def stop_on_signals() -> threading.Event:

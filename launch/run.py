@@ -12,23 +12,21 @@ import os
 import sys
 from typing import Any, Dict, List, Optional
 
-# Runnable as a script from a checkout as well as installed.
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from launch import console  # noqa: E402  (imports nothing heavy)
+from reverb_agents.launch import console  # noqa: E402  (imports nothing heavy)
 
 if __name__ == '__main__' and not console.verbose_requested(sys.argv):
     console.quiet_native_output()  # before TensorFlow prints its CUDA start-up errors
 
 from absl import app, flags, logging  # noqa: E402
 
-from agents import registry  # noqa: E402
-from launch import command_line, environments, inprocess, launcher, ray_launcher, rundir, roles  # noqa: E402,E501
-from launch import setup as setup_lib  # noqa: E402
-from launch.options import RunOptions  # noqa: E402
-from replay import connection  # noqa: E402
+from reverb_agents.agents import registry  # noqa: E402
+from reverb_agents.launch import command_line, environments, inprocess, launcher, ray_launcher, rundir, roles  # noqa: E402,E501
+from reverb_agents.launch import preset_files  # noqa: E402
+from reverb_agents.launch import setup as setup_lib  # noqa: E402
+from reverb_agents.launch.options import RunOptions  # noqa: E402
+from reverb_agents.replay import connection  # noqa: E402
 
 ROLES, LAUNCHERS = command_line.ROLES, command_line.LAUNCHERS
 command_line.define_flags(flags.FLAGS)
@@ -56,7 +54,7 @@ def _start_line(options: RunOptions) -> str:
     preset = _PRESET[0]
     return (f'{"resuming" if FLAGS.resume else "training"} {options.agent} on {options.env} '
             f'for {options.num_steps:,} env steps'
-            + (f' (preset {os.path.relpath(preset, ROOT)}; --no_preset for none)' if preset else '')
+            + (f' (preset {preset_files.preset_name(preset)}; --no_preset for none)' if preset else '')
             + f'\nlogdir: {options.logdir}')
 
 

@@ -17,18 +17,18 @@ import reverb
 import tensorflow as tf
 from absl import logging
 
-from agents import contract, registry
-from launch import action_repeat, console, environments, rundir, shared_spaces, task_sequence
-from launch.actor import Actor, EpisodeStats
-from launch.options import RunOptions
-from networks.cores import ActorCriticCore
-from networks.distributions import ActionSpace, UnsupportedSpaceError
-from networks.observations import observation_spec
-from replay import demos as demos_lib
-from replay import tables as tables_lib
-from replay import trajectory
-from replay.layout import ItemLayout
-from replay.variables import VariableFetcher
+from reverb_agents.agents import contract, registry
+from reverb_agents.launch import action_repeat, console, environments, rundir, shared_spaces, task_sequence
+from reverb_agents.launch.actor import Actor, EpisodeStats
+from reverb_agents.launch.options import RunOptions
+from reverb_agents.networks.cores import ActorCriticCore
+from reverb_agents.networks.distributions import ActionSpace, UnsupportedSpaceError
+from reverb_agents.networks.observations import observation_spec
+from reverb_agents.replay import demos as demos_lib
+from reverb_agents.replay import tables as tables_lib
+from reverb_agents.replay import trajectory
+from reverb_agents.replay.layout import ItemLayout
+from reverb_agents.replay.variables import VariableFetcher
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,8 +20,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 import gymnasium as gym
 import numpy as np
 
-from launch.environments import EnvironmentSetupError, env_reward_size, make_env
-from networks.observations import ACTION_MASK
+from reverb_agents.launch.environments import EnvironmentSetupError, env_reward_size, make_env
+from reverb_agents.networks.observations import ACTION_MASK
 
 
 @dataclasses.dataclass(frozen=True)

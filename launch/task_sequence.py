@@ -16,8 +16,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 import gymnasium as gym
 import numpy as np
 
-from launch.environments import EnvironmentSetupError
-from launch.shared_spaces import SharedSpaces, make_task_env, shared_spaces
+from reverb_agents.launch.environments import EnvironmentSetupError
+from reverb_agents.launch.shared_spaces import SharedSpaces, make_task_env, shared_spaces
 
 
 def parse_tasks(tasks: str) -> Tuple[str, ...]:

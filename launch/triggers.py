@@ -9,9 +9,9 @@ from typing import Callable, Dict, Optional
 
 import tensorflow as tf
 
-from launch import console
-from launch.actor import EpisodeStats
-from launch.metrics import ProgressCSV
+from reverb_agents.launch import console
+from reverb_agents.launch.actor import EpisodeStats
+from reverb_agents.launch.metrics import ProgressCSV
 
 TARGET_WINDOW = 20  # training episodes the target return (and the recent return) averages
 

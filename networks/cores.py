@@ -31,12 +31,12 @@ import gymnasium as gym
 import sonnet as snt
 import tensorflow as tf
 
-from networks.critics import CriticEnsemble
-from networks.distributions import ActionSpace, UnsupportedSpaceError
-from networks.normalizer import RunningNormalizer
-from networks.observations import (
+from reverb_agents.networks.critics import CriticEnsemble
+from reverb_agents.networks.distributions import ActionSpace, UnsupportedSpaceError
+from reverb_agents.networks.normalizer import RunningNormalizer
+from reverb_agents.networks.observations import (
     ObservationTorso, observation_spec, split_action_mask, without_action_mask)
-from networks.popart import PopArtLinear
+from reverb_agents.networks.popart import PopArtLinear
 
 
 class CoreInputs(NamedTuple):

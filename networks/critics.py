@@ -21,7 +21,7 @@ import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
-from networks.observations import ObservationTorso
+from reverb_agents.networks.observations import ObservationTorso
 
 
 class StackedMLP(snt.Module):

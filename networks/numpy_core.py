@@ -35,14 +35,14 @@ import sonnet as snt
 import tensorflow as tf
 from numpy.lib.stride_tricks import sliding_window_view
 
-from networks import torsos
-from networks.cores import (
+from reverb_agents.networks import torsos
+from reverb_agents.networks.cores import (
     REWARD_CLIPPINGS, ActorCriticCore, AdvantageHead, BaselineHead, CoreParts, LSTMMemory,
     PolicyHead, PreviousStep, QHead)
-from networks.distributions import (
+from reverb_agents.networks.distributions import (
     LOG_STD_MAX, LOG_STD_MIN, ActionSpace, Categorical, Gaussian, Leaf, TanhGaussian)
-from networks.normalizer import RunningNormalizer
-from networks.observations import ObservationTorso, without_action_mask
+from reverb_agents.networks.normalizer import RunningNormalizer
+from reverb_agents.networks.observations import ObservationTorso, without_action_mask
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:

@@ -15,8 +15,8 @@ import numpy as np
 import sonnet as snt
 import tensorflow as tf
 
-from networks import torsos
-from networks.distributions import UnsupportedSpaceError
+from reverb_agents.networks import torsos
+from reverb_agents.networks.distributions import UnsupportedSpaceError
 
 # The key of a `Dict` observation's action mask (the gymnasium / PettingZoo
 # convention): one 0/1 entry per discrete action, 1 = allowed. The policy

@@ -11,8 +11,8 @@ from typing import Callable, NamedTuple, Optional, Tuple
 import reverb
 import tensorflow as tf
 
-from replay import tables, trajectory
-from replay.packing import Packing
+from reverb_agents.replay import tables, trajectory
+from reverb_agents.replay.packing import Packing
 
 
 class Batch(NamedTuple):

@@ -21,7 +21,7 @@ from typing import Callable, List, Optional, Tuple
 import numpy as np
 import reverb
 
-from replay import tables
+from reverb_agents.replay import tables
 
 
 Episodes = Callable[[], List[Tuple[float, int]]]  # (return, length) finished since last asked

@@ -14,9 +14,9 @@ from typing import Any, Callable, Optional, Sequence as SequenceT
 import reverb
 import tensorflow as tf
 
-from replay import trajectory
-from replay.packing import Packing
-from replay.writer import SequenceWriter
+from reverb_agents.replay import trajectory
+from reverb_agents.replay.packing import Packing
+from reverb_agents.replay.writer import SequenceWriter
 
 
 @dataclasses.dataclass(frozen=True)

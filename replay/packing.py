@@ -24,7 +24,7 @@ import numpy as np
 import tensorflow as tf
 import tree
 
-from replay import trajectory
+from reverb_agents.replay import trajectory
 
 
 class _Field(NamedTuple):

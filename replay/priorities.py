@@ -20,7 +20,7 @@ import numpy as np
 import reverb
 from absl import logging
 
-from replay import tables
+from reverb_agents.replay import tables
 
 INITIAL_PRIORITY = 1.0  # new items' priority before the learner set any
 

@@ -29,8 +29,8 @@ import numpy as np
 import reverb
 import tensorflow as tf
 
-from replay import dataset, tables, trajectory
-from replay.packing import Packing
+from reverb_agents.replay import dataset, tables, trajectory
+from reverb_agents.replay.packing import Packing
 
 
 _INFO = len(reverb.replay_sample.SampleInfo._fields)  # a sample's leading info tensors

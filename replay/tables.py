@@ -11,8 +11,8 @@ from typing import Any, Dict, List, Optional
 import reverb
 import tensorflow as tf
 
-from replay import trajectory
-from replay.packing import Packing
+from reverb_agents.replay import trajectory
+from reverb_agents.replay.packing import Packing
 
 QUEUE = 'queue'
 REPLAY = 'replay'

@@ -17,7 +17,7 @@ import numpy as np
 import reverb
 import tensorflow as tf
 
-from replay import tables
+from reverb_agents.replay import tables
 
 
 class VariablePublisher:

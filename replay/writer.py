@@ -16,8 +16,8 @@ import numpy as np
 import reverb
 import tree
 
-from replay import trajectory
-from replay.packing import Packing
+from reverb_agents.replay import trajectory
+from reverb_agents.replay.packing import Packing
 
 
 class SequenceWriter:

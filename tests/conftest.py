@@ -52,7 +52,10 @@ class CliResult:
 
 def _run_script(name: str, args: Sequence[str], extra_env: Optional[Dict[str, str]] = None,
                 timeout: float = 300) -> CliResult:
-    env = dict(os.environ, **(extra_env or {}))
+    # The checkout root on the path: `--env=tests.envs:...` names this package's test
+    # environments, as a user's `--env=mymodule:MyEnv-v0` names theirs.
+    path = os.pathsep.join(p for p in (ROOT, os.environ.get('PYTHONPATH')) if p)
+    env = dict(os.environ, PYTHONPATH=path, **(extra_env or {}))
     result = subprocess.run([sys.executable, os.path.join(ROOT, 'launch', f'{name}.py'), *args],
                             capture_output=True, text=True, timeout=timeout, env=env)
     return CliResult(result.returncode, result.stdout, result.stderr)
@@ -134,11 +137,11 @@ def wired_agent(tmp_path, reverb_server):
     settings (and `config` over them), real tables and an actor that filled them for
     one batch. `rate_limited=False` drops the plan's sample-to-insert ratio (SAC's),
     under which sampling beyond it would block."""
-    from agents import configs, registry
-    from launch import setup as setup_lib
-    from launch.actor import EpisodeStats
-    from launch.options import RunOptions
-    from replay.variables import VariablePublisher
+    from reverb_agents.agents import configs, registry
+    from reverb_agents.launch import setup as setup_lib
+    from reverb_agents.launch.actor import EpisodeStats
+    from reverb_agents.launch.options import RunOptions
+    from reverb_agents.replay.variables import VariablePublisher
     made = []
 
     def wire(name: str, env_id: str, rate_limited: bool = True, **config) -> WiredAgent:
@@ -173,7 +176,7 @@ def wired_agent(tmp_path, reverb_server):
 def library_greedy_returns(core, action_space, env_id: str, seeds: Sequence[int]) -> List[float]:
     """In-library greedy returns, one environment, batch size 1, episode i on seeds[i]."""
     import tensorflow as tf
-    from launch.actor import Policy
+    from reverb_agents.launch.actor import Policy
 
     policy = Policy(core, action_space, seed=0, deterministic=True)
     env = gym.make(env_id)
@@ -258,7 +261,7 @@ def compare_exported():
     """`compare_exported(logdir, saved_model, tmp_path)` -> (in-library greedy returns of
     the run's restored policy, the SavedModel's returns without the library), on
     `EXPORT_SEEDS`."""
-    from launch import export
+    from reverb_agents.launch import export
 
     def compare(logdir: str, saved_model: str, tmp_path):
         core, action_space, _, env_id = export.restore_core(logdir)
@@ -272,7 +275,7 @@ def _write_episode(path, observation, action, observation_space: gym.Space,
                    action_space: gym.Space) -> str:
     """`observation` `[N, ...]` and `action` `[N, ...]` as one episode (reward 1 per step,
     terminated at the last) in a new demonstrations file at `path`; returns the path."""
-    from replay import demos
+    from reverb_agents.replay import demos
     n = len(action)
     terminated = np.zeros(n, bool)
     terminated[-1] = True
@@ -297,7 +300,7 @@ def rule_action(observation: np.ndarray) -> int:
 def cartpole_rule_demos(tmp_path_factory) -> str:
     """A demonstrations file (`replay/demos.py`) of 5 CartPole-v1 episodes of `rule_action`
     (seeds 0-4), written with `replay.demos.write_demos` as any other source would."""
-    from replay import demos
+    from reverb_agents.replay import demos
     env = gym.make('CartPole-v1')
     observations, actions, terminated, truncated = [], [], [], []
     for seed in range(5):
@@ -325,7 +328,7 @@ def run_main(capsys):
     (its own parser, default presets included), in this process."""
     from absl import flags
 
-    from launch import run  # defines run.py's flags on absl's FLAGS
+    from reverb_agents.launch import run  # defines run.py's flags on absl's FLAGS
 
     def call(args):
         flags.FLAGS.unparse_flags()

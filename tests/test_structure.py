@@ -15,6 +15,7 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ('agents', 'networks', 'replay', 'launch')
+NAMESPACE = 'reverb_agents'  # what they are installed and imported under (setup.py)
 AGENT_PACKAGES = ('clear', 'acer', 'sac')
 MAX_LAUNCH_LINES = 300
 
@@ -51,7 +52,7 @@ def _imports(path: str, module: str) -> Set[str]:
             names += [f'{base}.{alias.name}' for alias in node.names] + [base]
     found = set()
     for name in names:
-        parts = name.split('.')
+        parts = name.removeprefix(f'{NAMESPACE}.').split('.')
         for end in range(len(parts), 0, -1):
             candidate = '.'.join(parts[:end])
             if candidate in MODULES and candidate != module:

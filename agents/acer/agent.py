@@ -2,12 +2,12 @@
 
 from typing import Any, Callable, Tuple
 
-from agents import configs, contract
-from agents.acer.config import ACERConfig
-from agents.acer.learning import METRICS, ACERLearner
-from networks.cores import ActorCriticCore
-from networks.distributions import ActionSpace, UnsupportedSpaceError
-from networks.popart import METRICS as POPART_METRICS
+from reverb_agents.agents import configs, contract
+from reverb_agents.agents.acer.config import ACERConfig
+from reverb_agents.agents.acer.learning import METRICS, ACERLearner
+from reverb_agents.networks.cores import ActorCriticCore
+from reverb_agents.networks.distributions import ActionSpace, UnsupportedSpaceError
+from reverb_agents.networks.popart import METRICS as POPART_METRICS
 
 
 class ACER(contract.Agent):

@@ -11,10 +11,10 @@ policy's advantage, and the entropy bonus is weighted by `pi_loss_coef`.
 import dataclasses
 from typing import Optional, Tuple
 
-from agents import configs
-from agents.configs import field, require, sub_config
-from agents.prior import PriorConfig
-from agents.returns import REWARD_CLIPPINGS
+from reverb_agents.agents import configs
+from reverb_agents.agents.configs import field, require, sub_config
+from reverb_agents.agents.prior import PriorConfig
+from reverb_agents.agents.returns import REWARD_CLIPPINGS
 
 # The average network's LSTM state at a sequence's first step (`average_network_state`).
 AVERAGE_NETWORK_STATES = ('stored', 'reset')

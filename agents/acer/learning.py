@@ -40,16 +40,16 @@ from typing import Callable, Dict, Tuple
 
 import tensorflow as tf
 
-from agents import prior as prior_lib
-from agents.acer import losses
-from agents.acer.config import ACERConfig
-from agents.returns import transform_rewards
-from agents.learner_base import LearnerBase
-from networks.cores import ActorCriticCore, AgentOutput, CoreInputs
-from networks.distributions import ActionSpace
-from networks.popart import scale_layer
-from replay import trajectory
-from replay.dataset import Batch
+from reverb_agents.agents import prior as prior_lib
+from reverb_agents.agents.acer import losses
+from reverb_agents.agents.acer.config import ACERConfig
+from reverb_agents.agents.returns import transform_rewards
+from reverb_agents.agents.learner_base import LearnerBase
+from reverb_agents.networks.cores import ActorCriticCore, AgentOutput, CoreInputs
+from reverb_agents.networks.distributions import ActionSpace
+from reverb_agents.networks.popart import scale_layer
+from reverb_agents.replay import trajectory
+from reverb_agents.replay.dataset import Batch
 
 
 METRICS = ('loss/policy', 'loss/q', 'loss/total_loss', 'average_value', 'average_entropy',

@@ -2,13 +2,13 @@
 
 from typing import Any, Callable, Tuple
 
-from agents import configs, contract
-from agents.clear.config import CLEARConfig
-from agents.clear.learning import CRITIC_PRETRAIN_METRICS, METRICS, CLEARLearner
-from networks.cores import ActorCriticCore
-from networks.distributions import ActionSpace
-from networks.popart import METRICS as POPART_METRICS
-from replay.dataset import split_batch
+from reverb_agents.agents import configs, contract
+from reverb_agents.agents.clear.config import CLEARConfig
+from reverb_agents.agents.clear.learning import CRITIC_PRETRAIN_METRICS, METRICS, CLEARLearner
+from reverb_agents.networks.cores import ActorCriticCore
+from reverb_agents.networks.distributions import ActionSpace
+from reverb_agents.networks.popart import METRICS as POPART_METRICS
+from reverb_agents.replay.dataset import split_batch
 
 
 class CLEAR(contract.Agent):

@@ -8,12 +8,12 @@ learned steps.
 import dataclasses
 from typing import Tuple
 
-from agents import configs
-from agents.configs import field, require, sub_config
-from agents.prior import PriorConfig
-from agents.returns import REWARD_CLIPPINGS
-from agents.reward_signals import SignalsConfig
-from replay.dataset import split_batch
+from reverb_agents.agents import configs
+from reverb_agents.agents.configs import field, require, sub_config
+from reverb_agents.agents.prior import PriorConfig
+from reverb_agents.agents.returns import REWARD_CLIPPINGS
+from reverb_agents.agents.reward_signals import SignalsConfig
+from reverb_agents.replay.dataset import split_batch
 
 
 ADVANTAGES = ('vtrace', 'gae')

@@ -44,16 +44,16 @@ from typing import Any, Dict, Optional
 
 import tensorflow as tf
 
-from agents import prior as prior_lib
-from agents import returns, reward_signals, vtrace
-from agents.clear import losses
-from agents.clear.config import CLEARConfig
-from agents.learner_base import LearnerBase
-from networks.cores import ActorCriticCore, CoreInputs
-from networks.distributions import ActionSpace
-from networks.popart import PopArtLinear
-from replay import trajectory
-from replay.dataset import Batch
+from reverb_agents.agents import prior as prior_lib
+from reverb_agents.agents import returns, reward_signals, vtrace
+from reverb_agents.agents.clear import losses
+from reverb_agents.agents.clear.config import CLEARConfig
+from reverb_agents.agents.learner_base import LearnerBase
+from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
+from reverb_agents.networks.distributions import ActionSpace
+from reverb_agents.networks.popart import PopArtLinear
+from reverb_agents.replay import trajectory
+from reverb_agents.replay.dataset import Batch
 
 
 METRICS = ('loss/policy_gradient', 'loss/baseline', 'loss/entropy', 'loss/policy_cloning',

@@ -10,7 +10,7 @@ from typing import Sequence
 
 import tensorflow as tf
 
-from networks.distributions import ActionSpace
+from reverb_agents.networks.distributions import ActionSpace
 
 
 def policy_gradient_loss(log_pi_t: tf.Tensor, advantage_t: tf.Tensor,

@@ -2,11 +2,11 @@
 
 from typing import Any, Callable, Optional, Tuple
 
-from agents import configs, contract
-from agents.sac.config import SACConfig
-from agents.sac.learning import SACLearner, metric_names
-from networks.cores import ActorCriticCore, SoftQPolicySpec
-from networks.distributions import ActionSpace, UnsupportedSpaceError
+from reverb_agents.agents import configs, contract
+from reverb_agents.agents.sac.config import SACConfig
+from reverb_agents.agents.sac.learning import SACLearner, metric_names
+from reverb_agents.networks.cores import ActorCriticCore, SoftQPolicySpec
+from reverb_agents.networks.distributions import ActionSpace, UnsupportedSpaceError
 
 
 class SAC(contract.Agent):

@@ -16,11 +16,11 @@ import dataclasses
 import math
 from typing import Any, Optional, Tuple
 
-from agents import configs
-from agents.configs import field, require, sub_config
-from agents.prior import PriorConfig
-from agents.reward_signals import SignalsConfig
-from replay.dataset import split_batch
+from reverb_agents.agents import configs
+from reverb_agents.agents.configs import field, require, sub_config
+from reverb_agents.agents.prior import PriorConfig
+from reverb_agents.agents.reward_signals import SignalsConfig
+from reverb_agents.replay.dataset import split_batch
 
 
 # `discrete_policy`: a learned categorical actor, or the critics' softmax(Q / alpha).

@@ -74,18 +74,18 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
-from agents import prior as prior_lib
-from agents import returns, reward_signals
-from agents.learner_base import LearnerBase
-from agents.sac import losses
-from agents.sac.config import SACConfig, resolve_target_entropy
-from networks.critics import CriticEnsemble
-from networks.cores import ActorCriticCore, CoreInputs, SoftQPolicyHead
-from networks.distributions import ActionSpace, UnsupportedSpaceError, sample_squashed
-from networks.observations import (
+from reverb_agents.agents import prior as prior_lib
+from reverb_agents.agents import returns, reward_signals
+from reverb_agents.agents.learner_base import LearnerBase
+from reverb_agents.agents.sac import losses
+from reverb_agents.agents.sac.config import SACConfig, resolve_target_entropy
+from reverb_agents.networks.critics import CriticEnsemble
+from reverb_agents.networks.cores import ActorCriticCore, CoreInputs, SoftQPolicyHead
+from reverb_agents.networks.distributions import ActionSpace, UnsupportedSpaceError, sample_squashed
+from reverb_agents.networks.observations import (
     ACTION_MASK, observation_spec, split_action_mask, without_action_mask)
-from replay import trajectory
-from replay.dataset import Batch
+from reverb_agents.replay import trajectory
+from reverb_agents.replay.dataset import Batch
 
 
 def temperature_groups(action_space: ActionSpace) -> List[str]:

@@ -8,18 +8,18 @@ import pytest
 import reverb
 import tensorflow as tf
 
-from agents import configs, contract
-from agents.acer import losses as acer_losses
-from agents.acer.agent import ACER
-from agents.acer.config import ACERConfig
-from agents.acer.learning import ACERLearner
-from launch import data
-from networks.cores import ActorCriticCore, CoreInputs
-from networks.distributions import ActionSpace
-from networks.observations import observation_spec
-from replay import tables, trajectory
-from replay.dataset import Batch
-from replay.writer import SequenceWriter
+from reverb_agents.agents import configs, contract
+from reverb_agents.agents.acer import losses as acer_losses
+from reverb_agents.agents.acer.agent import ACER
+from reverb_agents.agents.acer.config import ACERConfig
+from reverb_agents.agents.acer.learning import ACERLearner
+from reverb_agents.launch import data
+from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
+from reverb_agents.networks.distributions import ActionSpace
+from reverb_agents.networks.observations import observation_spec
+from reverb_agents.replay import tables, trajectory
+from reverb_agents.replay.dataset import Batch
+from reverb_agents.replay.writer import SequenceWriter
 
 T, B, A = 5, 4, 3
 OBS_SPACE = gym.spaces.Box(-1, 1, (3,), np.float32)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents.acer import losses
+from reverb_agents.agents.acer import losses
 
 
 def retrace_reference(rewards, discounts, q_taken, values, bootstrap_value, rhos, c_bar):

@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents.acer import losses as acer_losses
-from agents.clear import losses as clear_losses
-from agents.sac import losses as sac_losses
-from launch import data
-from launch import setup as setup_lib
-from networks.distributions import ActionSpace
-from networks.observations import ACTION_MASK
+from reverb_agents.agents.acer import losses as acer_losses
+from reverb_agents.agents.clear import losses as clear_losses
+from reverb_agents.agents.sac import losses as sac_losses
+from reverb_agents.launch import data
+from reverb_agents.launch import setup as setup_lib
+from reverb_agents.networks.distributions import ActionSpace
+from reverb_agents.networks.observations import ACTION_MASK
 from tests import envs
 
 ACTIONS = ActionSpace(gym.spaces.Discrete(4))

@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents import configs, reward_signals
-from agents.clear.config import CLEARConfig
-from agents.clear.learning import CLEARLearner
-from networks.cores import ActorCriticCore, CoreInputs
-from networks.distributions import ActionSpace
-from networks.observations import observation_spec
-from replay import demos, trajectory
-from replay.dataset import Batch
+from reverb_agents.agents import configs, reward_signals
+from reverb_agents.agents.clear.config import CLEARConfig
+from reverb_agents.agents.clear.learning import CLEARLearner
+from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
+from reverb_agents.networks.distributions import ActionSpace
+from reverb_agents.networks.observations import observation_spec
+from reverb_agents.replay import demos, trajectory
+from reverb_agents.replay.dataset import Batch
 
 T, B = 5, 4
 OBS_SPACE = gym.spaces.Box(-1, 1, (3,), np.float32)
@@ -240,7 +240,7 @@ def test_popart_learns_the_same_update_at_any_reward_scale():
 
 
 def test_discounted_returns_match_a_numpy_loop():
-    from agents import returns
+    from reverb_agents.agents import returns
     rng = np.random.default_rng(3)
     rewards = rng.normal(size=(7, 5)).astype(np.float32)
     discounts = (0.9 * (rng.uniform(size=(7, 5)) > 0.2)).astype(np.float32)  # some ends
@@ -267,7 +267,7 @@ def _numpy_gae(rewards, discounts, values, bootstrap, lambda_):
 
 @pytest.mark.parametrize('lambda_', [0.0, 0.8, 1.0])
 def test_generalized_advantages_match_a_numpy_sum_across_episode_ends(lambda_):
-    from agents import returns
+    from reverb_agents.agents import returns
     rng = np.random.default_rng(4)
     rewards = rng.normal(size=(9, 4))
     discounts = 0.9 * (rng.uniform(size=(9, 4)) > 0.25)  # terminations inside the unroll

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents import returns
-from agents.clear import losses
-from networks.distributions import ActionSpace
+from reverb_agents.agents import returns
+from reverb_agents.agents.clear import losses
+from reverb_agents.networks.distributions import ActionSpace
 
 
 def test_policy_cloning_is_kl_behaviour_to_current_by_hand():

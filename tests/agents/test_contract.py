@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents import configs, contract, registry
-from launch import data, export
-from launch import setup as setup_lib
-from networks.cores import CoreInputs
-from networks.distributions import ActionSpace
+from reverb_agents.agents import configs, contract, registry
+from reverb_agents.launch import data, export
+from reverb_agents.launch import setup as setup_lib
+from reverb_agents.networks.cores import CoreInputs
+from reverb_agents.networks.distributions import ActionSpace
 
 CASES = [(name, env) for name in sorted(registry.AGENTS)
          for env in ('CartPole-v1', 'Pendulum-v1')]

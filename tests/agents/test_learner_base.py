@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents import configs
-from agents.clear.config import CLEARConfig
-from agents.learner_base import LearnerBase
+from reverb_agents.agents import configs
+from reverb_agents.agents.clear.config import CLEARConfig
+from reverb_agents.agents.learner_base import LearnerBase
 
 
 def apply_twice(**optimizer):

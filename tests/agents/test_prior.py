@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents import prior
-from launch import data, export
-from launch import setup as setup_lib
-from networks.distributions import ActionSpace
+from reverb_agents.agents import prior
+from reverb_agents.launch import data, export
+from reverb_agents.launch import setup as setup_lib
+from reverb_agents.networks.distributions import ActionSpace
 
 # SAC's discrete leaves are categorical as CLEAR's: the hand computation covers their KL.
 # Raw observations: a step updates the observation statistics before its losses, so a

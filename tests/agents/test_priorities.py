@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents import configs, priorities
+from reverb_agents.agents import configs, priorities
 
 
 def test_importance_weights_by_hand():

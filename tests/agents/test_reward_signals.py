@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents import reward_signals, vtrace
-from agents.reward_signals import ICM, RewardSignals, SignalsConfig
-from networks.distributions import ActionSpace
+from reverb_agents.agents import reward_signals, vtrace
+from reverb_agents.agents.reward_signals import ICM, RewardSignals, SignalsConfig
+from reverb_agents.networks.distributions import ActionSpace
 
 OBS_SPACE = gym.spaces.Box(np.array([-1.0, -2.0], np.float32), np.array([1.0, 2.0], np.float32))
 ACTIONS = ActionSpace(gym.spaces.Discrete(3))

@@ -7,15 +7,15 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents import reward_signals
-from agents.reward_signals import SignalsConfig
-from agents.sac.config import SACConfig
-from agents.sac.learning import SACLearner
-from networks.cores import ActorCriticCore, CoreInputs
-from networks.distributions import ActionSpace
-from networks.observations import observation_spec
-from replay import trajectory
-from replay.dataset import Batch
+from reverb_agents.agents import reward_signals
+from reverb_agents.agents.reward_signals import SignalsConfig
+from reverb_agents.agents.sac.config import SACConfig
+from reverb_agents.agents.sac.learning import SACLearner
+from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
+from reverb_agents.networks.distributions import ActionSpace
+from reverb_agents.networks.observations import observation_spec
+from reverb_agents.replay import trajectory
+from reverb_agents.replay.dataset import Batch
 
 B = 6
 OBS_SPACE = gym.spaces.Box(-1, 1, (3,), np.float32)
@@ -478,7 +478,7 @@ def test_normalize_entropy_reward_subtracts_an_adaptive_mean_of_the_entropy():
 
 @pytest.mark.parametrize('name', sorted(SPACES))
 def test_step_reports_learning_rates_value_estimate_and_value_loss(name):
-    from agents.sac.learning import metric_names
+    from reverb_agents.agents.sac.learning import metric_names
     learner, space = make_learner(SPACES[name], actor_learning_rate=2e-3,
                                   alpha_learning_rate=3e-3)
     metrics = {k: float(v) for k, v in learner.step(make_batch(space)).items()}
@@ -500,7 +500,7 @@ def test_step_reports_learning_rates_value_estimate_and_value_loss(name):
 
 def make_critic_policy_learner(space, **overrides):
     """A SAC learner whose core is built by the agent with discrete_policy='critic'."""
-    from agents import registry
+    from reverb_agents.agents import registry
     agent = registry.get('sac')
     action_space = ActionSpace(space, squash=True)
     config = SACConfig(**{'hidden_sizes': (16,), 'critic_hidden_sizes': (16, 16),
@@ -603,8 +603,8 @@ def test_critic_policy_core_logits_are_min_q_over_alpha(name):
     """The acting core's logits are min over replicas of its own critics' Q / alpha, per
     branch, when acting (`__call__`) and when unrolled; it has no actor variables, and the
     numpy mirror refuses it (actors act through TF)."""
-    from networks.cores import SoftQPolicyHead
-    from networks.numpy_core import NumpyCore
+    from reverb_agents.networks.cores import SoftQPolicyHead
+    from reverb_agents.networks.numpy_core import NumpyCore
     sizes, alphas = BRANCHES[name], ALPHAS[name]
     learner, space = make_critic_policy_learner(SPACES[name])
     _randomize_critic_policy(learner, alphas)
@@ -657,8 +657,8 @@ def test_critic_policy_trains_the_cores_critics_and_temperatures_and_checkpoints
 
 
 def test_critic_policy_is_refused_where_alf_has_no_such_policy():
-    from agents import registry
-    from networks.distributions import UnsupportedSpaceError
+    from reverb_agents.agents import registry
+    from reverb_agents.networks.distributions import UnsupportedSpaceError
     with pytest.raises(ValueError, match='discrete_policy'):
         SACConfig(discrete_policy='q')
     with pytest.raises(ValueError, match='lstm_size'):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents import returns
-from agents.sac import losses
+from reverb_agents.agents import returns
+from reverb_agents.agents.sac import losses
 
 
 def _reference_n_step(rewards, discounts, first, next_values, gamma, entropy=None):

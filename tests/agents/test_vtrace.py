@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents import vtrace
+from reverb_agents.agents import vtrace
 
 CLIP_THRESHOLDS = [None, 0.5, 1.0, 3.7]
 

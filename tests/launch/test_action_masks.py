@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from launch import api
+from reverb_agents.launch import api
 from tests import envs
 
 # Returns (10-step episodes, see MaskedChoice): best 10; "jackpot when allowed, else

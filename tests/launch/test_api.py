@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from launch import api
+from reverb_agents.launch import api
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

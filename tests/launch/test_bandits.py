@@ -4,7 +4,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from launch import bandit_baselines, bandits, environments
+from reverb_agents.launch import bandit_baselines, bandits, environments
 
 
 def test_every_bandit_is_registered_with_its_conventions():
@@ -159,10 +159,10 @@ def test_the_exported_policy_on_a_hand_written_bandit_has_the_librarys_regret(tm
     import subprocess
     import sys
 
-    from agents import configs
-    from agents.clear.config import CLEARConfig
-    from launch import inprocess
-    from launch.options import RunOptions
+    from reverb_agents.agents import configs
+    from reverb_agents.agents.clear.config import CLEARConfig
+    from reverb_agents.launch import inprocess
+    from reverb_agents.launch.options import RunOptions
 
     config = configs.from_flat(CLEARConfig, dict(
         lstm_size=16, hidden_sizes=(16,), batch_size=16, unroll_length=20, replay_fraction=0.0,

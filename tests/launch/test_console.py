@@ -16,7 +16,7 @@ import sys
 import termios
 import threading
 
-from launch import console
+from reverb_agents.launch import console
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SHORT = ['--num_steps=3000', '--eval_episodes=2']  # flags after the command override it
@@ -75,7 +75,7 @@ def test_readme_command_is_quiet_shows_progress_and_keeps_runs_apart(tmp_path):
     for noise in NOISE:
         assert noise not in on_terminal, on_terminal[-3000:]
     assert re.search(r'\d+%\|.*env steps', on_terminal), on_terminal[-3000:]  # the tqdm bar
-    assert 'preset launch/presets/clear_cartpole.flags' in on_terminal
+    assert 'preset clear_cartpole;' in on_terminal
     assert 'final evaluation' in on_terminal and 'done:' in on_terminal
     (first,) = os.listdir(tmp_path / 'runs')
     assert re.fullmatch(r'clear-CartPole-v1-\d{8}-\d{6}', first), first

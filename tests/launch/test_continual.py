@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from launch import continual, inprocess
+from reverb_agents.launch import continual, inprocess
 from tests.launch.test_run import SMALL_CONFIG, SMALL_FLAGS, small_options
 
 HAND_WRITTEN = """env_steps,task,return_mean,return_std

@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents import configs, registry
-from launch import inprocess, rundir
-from launch.options import RunOptions
+from reverb_agents.agents import configs, registry
+from reverb_agents.launch import inprocess, rundir
+from reverb_agents.launch.options import RunOptions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLEAR_FLAGS = [f'--flagfile={os.path.join(ROOT, "launch", "presets", "clear_cartpole.flags")}',

@@ -2,10 +2,10 @@
 
 import pytest
 
-from agents import configs
-from agents.clear.config import CLEARConfig
-from launch import command_line, environments, inprocess
-from launch.options import RunOptions
+from reverb_agents.agents import configs
+from reverb_agents.agents.clear.config import CLEARConfig
+from reverb_agents.launch import command_line, environments, inprocess
+from reverb_agents.launch.options import RunOptions
 
 
 def test_env_kwargs_are_typed_from_their_literals():

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents import configs
-from agents.clear.config import CLEARConfig
-from launch import evaluation, export
-from launch import setup as setup_lib
-from launch.options import RunOptions
+from reverb_agents.agents import configs
+from reverb_agents.agents.clear.config import CLEARConfig
+from reverb_agents.launch import evaluation, export
+from reverb_agents.launch import setup as setup_lib
+from reverb_agents.launch.options import RunOptions
 
 B = 4000  # rows of the unit tests: frequencies within ~0.02
 

@@ -15,8 +15,8 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from launch import export, rundir
-from launch.actor import Policy
+from reverb_agents.launch import export, rundir
+from reverb_agents.launch.actor import Policy
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FLAGS = ['--agent=clear', '--env=CartPole-v1', '--num_envs=4', '--lstm_size=8',

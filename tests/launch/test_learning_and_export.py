@@ -9,11 +9,11 @@ import sys
 import numpy as np
 import pytest
 
-from agents import configs
-from agents.acer.config import ACERConfig
-from agents.clear.config import CLEARConfig
-from launch import inprocess
-from launch.options import RunOptions
+from reverb_agents.agents import configs
+from reverb_agents.agents.acer.config import ACERConfig
+from reverb_agents.agents.clear.config import CLEARConfig
+from reverb_agents.launch import inprocess
+from reverb_agents.launch.options import RunOptions
 
 
 # Budgets and reward transforms of launch/presets/clear_cartpole.flags and

@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents import configs
-from agents.clear.config import CLEARConfig
-from launch import data, inprocess, load_policy, metrics
-from launch.options import RunOptions
-from networks.distributions import ActionSpace
-from replay.dataset import Batch
-from replay.trajectory import Sequence, Step
+from reverb_agents.agents import configs
+from reverb_agents.agents.clear.config import CLEARConfig
+from reverb_agents.launch import data, inprocess, load_policy, metrics
+from reverb_agents.launch.options import RunOptions
+from reverb_agents.networks.distributions import ActionSpace
+from reverb_agents.replay.dataset import Batch
+from reverb_agents.replay.trajectory import Sequence, Step
 
 INFO_ENV = 'InfoCartPole-v0'
 

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from launch import launcher
-from replay import connection
+from reverb_agents.launch import launcher
+from reverb_agents.replay import connection
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN_PY = os.path.join(ROOT, 'launch', 'run.py')

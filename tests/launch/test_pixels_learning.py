@@ -1,9 +1,9 @@
 """CLEAR learns from pixels: MinAtar Breakout's uint8 images, within a bounded budget."""
 
-from agents import configs
-from agents.clear.config import CLEARConfig
-from launch import inprocess
-from launch.options import RunOptions
+from reverb_agents.agents import configs
+from reverb_agents.agents.clear.config import CLEARConfig
+from reverb_agents.launch import inprocess
+from reverb_agents.launch.options import RunOptions
 
 # The network and optimiser of launch/presets/clear_minatarbreakout.flags, with CLEAR's
 # 50-50 batches (a quarter of its updates per frame: 4x the frames per second) and the

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from launch import plot
+from reverb_agents.launch import plot
 from tests.launch.test_continual import HAND_WRITTEN
 
 
@@ -46,10 +46,10 @@ def test_runs_of_other_sequences_or_without_a_csv_are_one_error(tmp_path, run_sc
 
 def test_learning_curves_of_two_seeds_from_real_runs(tmp_path):
     """Two short real runs write progress.csv; their mean +- std over the seeds is one line."""
-    from agents import configs
-    from agents.clear.config import CLEARConfig
-    from launch import inprocess, metrics
-    from launch.options import RunOptions
+    from reverb_agents.agents import configs
+    from reverb_agents.agents.clear.config import CLEARConfig
+    from reverb_agents.launch import inprocess, metrics
+    from reverb_agents.launch.options import RunOptions
 
     config = configs.from_flat(CLEARConfig, dict(
         lstm_size=8, hidden_sizes=(16,), batch_size=8, unroll_length=5, min_replay_size=8,

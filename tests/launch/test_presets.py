@@ -8,8 +8,8 @@ import os
 import pytest
 from absl import flags
 
-from agents import registry
-from launch import inprocess
+from reverb_agents.agents import registry
+from reverb_agents.launch import inprocess
 
 PRESETS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), 'launch', 'presets')
@@ -34,7 +34,7 @@ def preset_lines(name):
 def resolve_preset(name, tmp_path, *overrides):
     """The preset's (options, config) as `launch/run.py` resolves them, flags after it
     overriding it."""
-    from launch import run  # defines run.py's flags on absl's FLAGS
+    from reverb_agents.launch import run  # defines run.py's flags on absl's FLAGS
     lines = preset_lines(name)
     assert all(line.startswith('--') for line in lines), lines
     assert not any(line.startswith('--logdir') for line in lines), 'presets leave --logdir'
@@ -71,7 +71,7 @@ def preset_env_ids(name):
 def needs_a_suite(name):
     """True for a preset of MinAtar, Atari or MuJoCo (`launch/suites.py`): those run in
     tests/launch/test_presets_suites.py, so that pytest-xdist spreads the two files."""
-    from launch import suites
+    from reverb_agents.launch import suites
     return any(suites.suite_of(env) for env in preset_env_ids(name))
 
 
@@ -111,7 +111,7 @@ def run_a_few_hundred_steps(name, tmp_path):
                      f'--eval_every_steps={per_task * len(options.tasks)}']
     else:
         overrides = [f'--num_steps={steps}']
-    from launch import suites
+    from reverb_agents.launch import suites
     if any(suites.suite_of(env) == suites.ATARI for env in preset_env_ids(name)):
         # An untrained greedy Breakout policy that never fires plays ALE's whole
         # 108,000-frame episode (80 s here): the evaluation's wiring, in 2,000 frames.

@@ -17,7 +17,7 @@ def _one_per_wiring(names):
     """The presets but those equal to an earlier one except for the game of the same
     suite (Breakout / Space Invaders, Pong / Breakout, HalfCheetah / Hopper): the same
     wiring on spaces of the same kinds (test_presets.py still resolves their flags)."""
-    from launch import suites
+    from reverb_agents.launch import suites
     kept, seen = [], set()
     for name in names:
         flags = tuple(line for line in preset_lines(name) if not line.startswith('--env='))

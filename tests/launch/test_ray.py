@@ -16,7 +16,7 @@ import time
 import pytest
 import tensorflow as tf
 
-from launch import launcher
+from reverb_agents.launch import launcher
 
 ray = pytest.importorskip('ray', reason="the ray extra is not installed (pip install -e '.[ray]')")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -118,9 +118,9 @@ def test_an_address_that_does_not_answer_is_one_error_line_within_30_s(run_cli):
 @pytest.mark.skipif(not tf.config.list_physical_devices('GPU'),
                     reason='no GPU on this machine: the learner-on-GPU check needs one')
 def test_the_learner_step_runs_on_the_gpu(tmp_path):
-    from agents import configs, registry
-    from launch import ray_launcher
-    from launch.options import RunOptions
+    from reverb_agents.agents import configs, registry
+    from reverb_agents.launch import ray_launcher
+    from reverb_agents.launch.options import RunOptions
     ray.init(num_cpus=2, num_gpus=1, include_dashboard=False)
     try:
         config = configs.from_flat(registry.get('clear').config_class, {})

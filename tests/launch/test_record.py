@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents import configs
-from agents.clear.config import CLEARConfig
-from launch import export
-from launch import setup as setup_lib
-from launch.options import RunOptions
-from launch.policy import load_policy
-from replay.demos import episode_returns, load_demos, transitions
+from reverb_agents.agents import configs
+from reverb_agents.agents.clear.config import CLEARConfig
+from reverb_agents.launch import export
+from reverb_agents.launch import setup as setup_lib
+from reverb_agents.launch.options import RunOptions
+from reverb_agents.launch.policy import load_policy
+from reverb_agents.replay.demos import episode_returns, load_demos, transitions
 
 ENV = 'CartPole-v1'
 

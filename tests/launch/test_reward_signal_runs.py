@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
-from launch import api
+from reverb_agents.launch import api
 
 
 def _rows(path):

@@ -3,10 +3,10 @@
 import pytest
 import reverb
 
-from agents import registry
-from launch import roles, rundir
-from launch import setup as setup_lib
-from launch.options import RunOptions
+from reverb_agents.agents import registry
+from reverb_agents.launch import roles, rundir
+from reverb_agents.launch import setup as setup_lib
+from reverb_agents.launch.options import RunOptions
 
 
 def _setup(agent, env, num_envs):

@@ -15,10 +15,10 @@ import time
 
 import pytest
 
-from agents import configs
-from agents.clear.config import CLEARConfig
-from launch import inprocess, rundir
-from launch.options import RunOptions
+from reverb_agents.agents import configs
+from reverb_agents.agents.clear.config import CLEARConfig
+from reverb_agents.launch import inprocess, rundir
+from reverb_agents.launch.options import RunOptions
 
 SUMMARY_KEYS = ['agent', 'env', 'env_steps', 'learner_steps', 'wall_time_s', 'env_steps_per_s',
                 'learner_steps_per_s', 'eval_return_mean', 'eval_return_std', 'eval_episodes',
@@ -252,7 +252,7 @@ def test_another_network_is_a_clear_error(run_copy):
 
 def test_non_finite_loss_stops_and_keeps_the_last_good_checkpoint(run_copy, monkeypatch):
     checkpoints = sorted(os.listdir(run_copy / rundir.CHECKPOINTS))
-    from agents.clear.learning import CLEARLearner
+    from reverb_agents.agents.clear.learning import CLEARLearner
     real_step = CLEARLearner.step
 
     def nan_step(self, batch):

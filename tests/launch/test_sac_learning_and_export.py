@@ -9,10 +9,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from agents import configs, registry
-from agents.sac.config import SACConfig
-from launch import inprocess
-from launch.options import RunOptions
+from reverb_agents.agents import configs, registry
+from reverb_agents.agents.sac.config import SACConfig
+from reverb_agents.launch import inprocess
+from reverb_agents.launch.options import RunOptions
 
 # SAC's run defaults (8 envs, 10 evaluation episodes) with 64x64 networks,
 # batches of 128 and 3-step targets, for half the default budget: 5k env steps

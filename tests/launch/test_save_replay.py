@@ -12,11 +12,11 @@ import time
 import reverb
 import tensorflow as tf
 
-from agents import configs, registry
-from launch import data, inprocess, rundir
-from launch import setup as setup_lib
-from launch.options import RunOptions
-from replay import tables as tables_lib
+from reverb_agents.agents import configs, registry
+from reverb_agents.launch import data, inprocess, rundir
+from reverb_agents.launch import setup as setup_lib
+from reverb_agents.launch.options import RunOptions
+from reverb_agents.replay import tables as tables_lib
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMALL_SAC = dict(hidden_sizes=(8,), critic_hidden_sizes=(8,), batch_size=8, learning_starts=16)

@@ -4,9 +4,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from launch import shared_spaces
-from launch.environments import EnvironmentSetupError
-from networks.observations import ACTION_MASK
+from reverb_agents.launch import shared_spaces
+from reverb_agents.launch.environments import EnvironmentSetupError
+from reverb_agents.networks.observations import ACTION_MASK
 
 
 class _ImageTask(gym.Env):

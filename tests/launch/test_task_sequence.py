@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from launch import task_sequence
-from networks.observations import ACTION_MASK
+from reverb_agents.launch import task_sequence
+from reverb_agents.networks.observations import ACTION_MASK
 
 
 def test_every_environment_switches_to_the_next_task_at_the_boundary():

@@ -1,7 +1,7 @@
 """Tests for launch/triggers.py's stop at the target return."""
 
-from launch.actor import EpisodeStats
-from launch.triggers import TARGET_WINDOW, TargetCheck
+from reverb_agents.launch.actor import EpisodeStats
+from reverb_agents.launch.triggers import TARGET_WINDOW, TargetCheck
 
 
 def _episodes(stats, n, episode_return):

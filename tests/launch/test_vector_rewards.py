@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import reverb
 
-from agents.clear.config import CLEARConfig
-from agents.sac.config import SACConfig
-from launch import environments, inprocess
-from launch import setup as setup_lib
-from launch.actor import EpisodeStats
-from launch.options import RunOptions
-from replay import dataset, tables
+from reverb_agents.agents.clear.config import CLEARConfig
+from reverb_agents.agents.sac.config import SACConfig
+from reverb_agents.launch import environments, inprocess
+from reverb_agents.launch import setup as setup_lib
+from reverb_agents.launch.actor import EpisodeStats
+from reverb_agents.launch.options import RunOptions
+from reverb_agents.replay import dataset, tables
 
 EPISODE_LENGTH = 10
 

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from networks.cores import ActorCriticCore, CoreInputs
-from networks.distributions import MASKED_LOGIT, ActionSpace, UnsupportedSpaceError
-from networks.numpy_core import NumpyCore
-from networks.observations import ACTION_MASK
+from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
+from reverb_agents.networks.distributions import MASKED_LOGIT, ActionSpace, UnsupportedSpaceError
+from reverb_agents.networks.numpy_core import NumpyCore
+from reverb_agents.networks.observations import ACTION_MASK
 
 N = 4
 OBSERVATION = gym.spaces.Dict({'observation': gym.spaces.Box(-1, 1, (5,), np.float32),

@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents import returns
-from networks import observations, torsos
-from networks.cores import (
+from reverb_agents.agents import returns
+from reverb_agents.networks import observations, torsos
+from reverb_agents.networks.cores import (
     REWARD_CLIPPINGS, ActorCriticCore, AgentOutput, CoreInputs, CoreParts, LSTMMemory,
     transform_reward)
-from networks.critics import CriticEnsemble
-from networks.distributions import ActionSpace, UnsupportedSpaceError
+from reverb_agents.networks.critics import CriticEnsemble
+from reverb_agents.networks.distributions import ActionSpace, UnsupportedSpaceError
 
 T, B = 5, 3
 HIDDEN = (8,)

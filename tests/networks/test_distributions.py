@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 import tensorflow_probability as tfp
 
-from networks.distributions import (
+from reverb_agents.networks.distributions import (
     LOG_STD_MAX, LOG_STD_MIN, ActionSpace, Categorical, Gaussian, Leaf, TanhGaussian,
     UnsupportedSpaceError)
 
@@ -464,7 +464,7 @@ def test_squashed_log_prob_matches_tfp_tanh_transform():
 
 
 def test_sample_squashed_log_prob_matches_and_is_differentiable():
-    from networks.distributions import sample_squashed
+    from reverb_agents.networks.distributions import sample_squashed
     params = tf.Variable(_random_params(ActionSpace(_box(2), squash=True), (6,), 1)[0])
     with tf.GradientTape() as tape:
         action, log_prob = sample_squashed(params)

@@ -3,7 +3,7 @@
 import numpy as np
 import tensorflow as tf
 
-from networks.normalizer import RunningNormalizer
+from reverb_agents.networks.normalizer import RunningNormalizer
 
 
 def test_running_statistics_match_numpy_over_all_batches():

@@ -5,12 +5,12 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from networks import numpy_core as numpy_core_lib
-from networks import observations
-from networks.cores import (
+from reverb_agents.networks import numpy_core as numpy_core_lib
+from reverb_agents.networks import observations
+from reverb_agents.networks.cores import (
     REWARD_CLIPPINGS, ActorCriticCore, BaselineHead, CoreInputs, transform_reward)
-from networks.distributions import ActionSpace, Gaussian, TanhGaussian
-from networks.numpy_core import NumpyCore
+from reverb_agents.networks.distributions import ActionSpace, Gaussian, TanhGaussian
+from reverb_agents.networks.numpy_core import NumpyCore
 
 B = 5
 OBS = gym.spaces.Box(-2, 2, (3,), np.float32)

@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from networks import popart
-from networks.cores import ActorCriticCore, CoreInputs
-from networks.distributions import ActionSpace
-from networks.numpy_core import NumpyCore
+from reverb_agents.networks import popart
+from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
+from reverb_agents.networks.distributions import ActionSpace
+from reverb_agents.networks.numpy_core import NumpyCore
 
 
 def _numpy_moments(batches, masks, step_size):

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from agents import configs
-from networks import torsos
+from reverb_agents.agents import configs
+from reverb_agents.networks import torsos
 
 
 def _uint8_images(shape, seed=0):

@@ -12,8 +12,8 @@ import pytest
 import reverb
 import tensorflow as tf
 
-from replay import dataset, tables, trajectory
-from replay.writer import SequenceWriter
+from reverb_agents.replay import dataset, tables, trajectory
+from reverb_agents.replay.writer import SequenceWriter
 
 OBS_SPEC = tf.TensorSpec([3], tf.float32)
 ACTION_SPECS = (tf.TensorSpec([], tf.int32),)

@@ -6,7 +6,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from replay.demos import (DemoError, Demonstrations, check_spaces, episode_returns,
+from reverb_agents.replay.demos import (DemoError, Demonstrations, check_spaces, episode_returns,
                           load_demos, space_spec, transitions, write_demos)
 
 OBS = gym.spaces.Box(-1.0, 1.0, (3,), np.float32)

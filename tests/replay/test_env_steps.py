@@ -3,8 +3,8 @@
 
 import reverb
 
-from replay import tables
-from replay.env_steps import EnvStepsCounter, EnvStepsReporter
+from reverb_agents.replay import tables
+from reverb_agents.replay.env_steps import EnvStepsCounter, EnvStepsReporter
 
 
 def _server(reverb_server):

@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 import tree
 
-from replay import trajectory
-from replay.packing import Packing
+from reverb_agents.replay import trajectory
+from reverb_agents.replay.packing import Packing
 
 # Every dtype the library stores, nested observations, a scalar and a [2, 3] field.
 OBS_SPEC = {'pixels': tf.TensorSpec([2, 3], tf.uint8), 'vector': tf.TensorSpec([4], tf.float32)}

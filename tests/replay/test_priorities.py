@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 import reverb
 
-from agents.contract import PRIORITIES
-from launch import data
-from replay import tables
-from replay.priorities import INITIAL_PRIORITY, PriorityUpdater
+from reverb_agents.agents.contract import PRIORITIES
+from reverb_agents.launch import data
+from reverb_agents.replay import tables
+from reverb_agents.replay.priorities import INITIAL_PRIORITY, PriorityUpdater
 
 
 def _priorities(client: reverb.Client, table: str, count: int):

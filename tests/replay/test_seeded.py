@@ -13,8 +13,8 @@ import pytest
 import reverb
 import tensorflow as tf
 
-from replay import seeded, tables, trajectory
-from replay.writer import SequenceWriter
+from reverb_agents.replay import seeded, tables, trajectory
+from reverb_agents.replay.writer import SequenceWriter
 
 STEP_SPEC = trajectory.step_spec(tf.TensorSpec([2], tf.float32), (tf.TensorSpec([], tf.int32),),
                                  (tf.TensorSpec([2], tf.float32),))

@@ -14,13 +14,13 @@ import pytest
 import reverb
 import tensorflow as tf
 
-from launch import environments
-from launch.actor import Actor
-from networks.cores import ActorCriticCore, CoreInputs
-from networks.observations import observation_spec
-from replay import dataset as dataset_lib
-from replay import tables, trajectory
-from replay.writer import SequenceWriter
+from reverb_agents.launch import environments
+from reverb_agents.launch.actor import Actor
+from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
+from reverb_agents.networks.observations import observation_spec
+from reverb_agents.replay import dataset as dataset_lib
+from reverb_agents.replay import tables, trajectory
+from reverb_agents.replay.writer import SequenceWriter
 
 NUM_ENVS = 2
 SEQUENCE_LENGTH = 5

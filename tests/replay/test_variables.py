@@ -7,8 +7,8 @@ import pytest
 import reverb
 import tensorflow as tf
 
-from replay import tables, trajectory
-from replay.variables import VariableFetcher, VariablePublisher
+from reverb_agents.replay import tables, trajectory
+from reverb_agents.replay.variables import VariableFetcher, VariablePublisher
 
 # Scalars and size-1 dimensions included: fetch must not squeeze them away.
 SHAPES = [(2, 3), (4,), (), (1,), (1, 2), (3, 1)]

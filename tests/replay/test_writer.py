@@ -11,10 +11,10 @@ import reverb
 import tensorflow as tf
 import tree
 
-from replay import dataset as dataset_lib
-from replay import tables, trajectory
-from replay.packing import Packing
-from replay.writer import SequenceWriter
+from reverb_agents.replay import dataset as dataset_lib
+from reverb_agents.replay import tables, trajectory
+from reverb_agents.replay.packing import Packing
+from reverb_agents.replay.writer import SequenceWriter
 
 OBS_SPEC = tf.TensorSpec([3], tf.float32)
 ACTION_SPECS = (tf.TensorSpec([], tf.int32), tf.TensorSpec([2], tf.float32))
