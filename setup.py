@@ -59,5 +59,7 @@ setup(
         "mujoco": MUJOCO,
         # launch/evaluate.py --video_dir (gymnasium's RecordVideo and classic-control rendering)
         "video": ["moviepy", "pygame"],
+        # the documentation site (mkdocs.yml): mkdocs build --strict
+        "docs": ["mkdocs>=1.5,<2"],
     },
 )

@@ -148,8 +148,8 @@ class Actor:
         the stored parameters and baseline stay the policy's."""
         # numpy's BLAS single-threaded in any process that acts: the policy's
         # matmuls are small, and a second BLAS thread only contends with Reverb's
-        # for the other core (CLEAR's 64-env actor: +16% env steps/s, see
-        # docs/benchmarks.md).
+        # for the other core (measured on CLEAR's 64-env actor:
+        # docs/benchmarks.md#speed-against-stable-baselines3).
         threadpool_limits(1, user_api='blas')
         self._envs = envs
         self._core = core

@@ -46,6 +46,10 @@ import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
+from reverb_agents.launch import console  # noqa: E402  (imports nothing heavy)
+
+if __name__ == '__main__' and not console.verbose_requested(sys.argv):
+    console.quiet_native_output()  # before TensorFlow prints its CUDA start-up lines
 
 import numpy as np  # noqa: E402
 import reverb  # noqa: E402
@@ -54,6 +58,7 @@ from absl import app, flags  # noqa: E402
 
 from reverb_agents.agents import registry  # noqa: E402
 from reverb_agents.launch import config_flags, data, environments, inprocess  # noqa: E402
+from reverb_agents.launch import help as help_lib  # noqa: E402
 from reverb_agents.launch.action_repeat import FRAMES  # noqa: E402
 from reverb_agents.launch import setup as setup_lib  # noqa: E402
 from reverb_agents.launch.actor import Actor  # noqa: E402
@@ -73,6 +78,7 @@ flags.DEFINE_integer('intra_op_threads', None, "TensorFlow's threads within one 
                      "per core (default: the agent's, as launch/run.py)")
 flags.DEFINE_bool('compare_samplers', False,
                   'learner steps/s with uniform and with prioritized replay, side by side')
+flags.DEFINE_bool('verbose', False, "show TensorFlow's and Reverb's own log lines")
 config_flags.define_flags(registry.CONFIG_CLASSES)
 FLAGS = flags.FLAGS
 
@@ -277,4 +283,6 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    app.run(main)
+    app.run(main, flags_parser=help_lib.script_parser(
+        FLAGS, __doc__, 'repeats', '[--agent=NAME] [--env=ID] [--FLAG=VALUE ...]',
+        agent_fields=True))

@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from absl import flags
 
 from reverb_agents.agents import registry
-from reverb_agents.launch import config_flags, ray_launcher, setup as setup_lib, task_sequence
+from reverb_agents.launch import config_flags, isolation, ray_launcher, setup as setup_lib, task_sequence  # noqa: E501
 from reverb_agents.launch.preset_files import (NO_PRESET, default_preset, list_presets,
                                                package_path, preset_path)
 from reverb_agents.launch.options import (DETERMINISTIC_CHECKPOINT_STEPS, DETERMINISTIC_LOG_STEPS,
@@ -102,7 +102,7 @@ def define_flags(fv: flags.FlagValues) -> None:
            f'name ({", ".join(list_presets()[:3])}, ... in launch/presets/), a .flags path, '
            f'or {NO_PRESET!r}; default: <agent>_<env> where one exists '
            f'(reverb-agents presets lists them)')
-    boolean('no_preset', False, f'the same as --preset={NO_PRESET}')
+    boolean('no_preset', False, f'an alias of --preset={NO_PRESET} (--help leaves it out)')
     boolean('verbose', False, 'show TensorFlow\'s and Reverb\'s own log lines and every '
             'absl INFO line')
     integer('eval_episodes', None, f'greedy evaluation episodes (at the end and every '
@@ -148,7 +148,8 @@ def define_flags(fv: flags.FlagValues) -> None:
     string('role', '', 'run one role of a multi-process run: replay, learner or actor')
     string('replay_address', '', 'host:port of the replay server (learner, actor)')
     integer('replay_port', 0, 'port of the replay server (0: a free one). Reverb listens on '
-            'all interfaces: on a shared network, firewall this port')
+            'all interfaces: unless the run is isolated (--network_isolation), firewall it')
+    isolation.define_flag(fv)
     integer('actor_id', 0, 'this actor\'s index (seeds its environments)')
     real('connect_timeout_s', 20.0, 'seconds to wait for the replay server to answer at start')
     real('reconnect_timeout_s', 120.0,

@@ -3,13 +3,15 @@
 Every field of every registered config (sub-config fields under their flat
 names) becomes a flag of the same name whose default is None ("the agent's
 default"); the help text is the field's doc (`agents.configs.field`) and each
-agent's default. `config_from_flags` builds the chosen agent's config from
-the flags that were set, and refuses a flag that only other agents have.
+agent's default, each agent's own doc where the agents' docs differ
+(`launch/help.py` shows one agent's fields alone). `config_from_flags` builds
+the chosen agent's config from the flags that were set, and refuses a flag
+that only other agents have.
 """
 
 import dataclasses
 import typing
-from typing import Any, Dict, Mapping, Tuple
+from typing import Any, Dict, List, Mapping, Tuple
 
 from absl import flags
 
@@ -46,27 +48,35 @@ def _hints(config_class: type) -> Dict[str, Any]:
     return flat
 
 
+def shared_help(docs: Mapping[str, List[str]]) -> str:
+    """One flag's help from `{doc: ['agent: default', ...]}`: the doc and every agent's
+    default; agents whose docs differ (`batch_size` counts sequences in CLEAR, transitions
+    in SAC) each with their own."""
+    if len(docs) == 1:
+        ((doc, defaults),) = docs.items()
+        return f'{doc} (default {"; ".join(defaults)})'
+    return ' | '.join(f'{doc} ({"; ".join(defaults)})' for doc, defaults in docs.items())
+
+
 def define_flags(agent_configs: Mapping[str, type], flag_values=flags.FLAGS) -> None:
     """One flag per flat config field of every agent (`{agent name: config class}`).
 
     Raises TypeError when two agents give one name different types: a flag
     has one type.
     """
-    seen: Dict[str, Tuple[Any, str, list]] = {}
+    seen: Dict[str, Tuple[Any, Dict[str, List[str]]]] = {}  # name -> (hint, {doc: entries})
     for agent, config_class in agent_configs.items():
         hints = _hints(config_class)
         defaults = configs.flat_defaults(config_class)
         for name, (field, _) in configs.flat_fields(config_class).items():
             entry = f'{agent}: {defaults[name]!r}'
-            if name in seen:
-                if seen[name][0] != hints[name]:
-                    raise TypeError(f'config field {name!r} has type {seen[name][0]} in one '
-                                    f'agent and {hints[name]} in {agent}; one flag, one type')
-                seen[name][2].append(entry)
-            else:
-                seen[name] = (hints[name], configs.doc(field), [entry])
-    for name, (hint, doc, defaults) in seen.items():
-        help_text = f'{doc} (default {"; ".join(defaults)})'
+            if name in seen and seen[name][0] != hints[name]:
+                raise TypeError(f'config field {name!r} has type {seen[name][0]} in one '
+                                f'agent and {hints[name]} in {agent}; one flag, one type')
+            seen.setdefault(name, (hints[name], {}))[1].setdefault(
+                configs.doc(field), []).append(entry)
+    for name, (hint, docs) in seen.items():
+        help_text = shared_help(docs)
         kind = _kind(hint)
         if kind == 'list':
             flags.DEFINE_list(name, None, help_text, flag_values=flag_values)

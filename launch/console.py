@@ -10,21 +10,25 @@ status lines, a final table.
   (errors, progress, tracebacks) never wait on that thread nor get lost when
   a process ends with `os._exit`. `--verbose` leaves descriptor 2 alone.
   This module imports nothing heavy: `launch/run.py` calls it before
-  TensorFlow is imported, whose CUDA messages come at import.
+  TensorFlow is imported, whose CUDA messages come at import. The Python API
+  filters only while it imports TensorFlow (`native_noise_filtered`), then
+  gives descriptor 2 back.
 - **Progress.** On a terminal, one tqdm bar (env steps, percent, ETA,
-  env steps/s, learner steps/s, recent mean return); elsewhere (a pipe, a
-  log file, the multi-process launcher's children) one plain line per log
-  interval with the same numbers.
+  env steps/s, learner steps/s, recent mean return; 80 columns where the
+  terminal reports 0); elsewhere (a pipe, a log file, the multi-process
+  launcher's children) one plain line per log interval with the same
+  numbers. Closing with the run's final count shows it (100% at the budget).
 - **Status lines** (`status`): one line per checkpoint, evaluation and
   finishing stage, printed above the bar.
 """
 
+import contextlib
 import os
 import re
 import sys
 import threading
 import time
-from typing import Optional, Sequence
+from typing import Iterator, Optional, Sequence, TextIO, Tuple
 
 NOISE = re.compile(
     r'\[reverb/cc/'
@@ -48,6 +52,15 @@ def verbose_requested(argv: Sequence[str]) -> bool:
                for arg in argv)
 
 
+def _copy_lines(read_end: int, terminal: int) -> None:
+    """Copies the lines of the pipe `read_end` to `terminal`, `NOISE` left out, until the
+    pipe's last write end closes."""
+    with os.fdopen(read_end, 'rb') as lines:
+        for line in lines:
+            if not NOISE.search(line.decode('utf-8', 'replace')):
+                os.write(terminal, line)
+
+
 def quiet_native_output() -> None:
     """Filters `NOISE` out of what is written to file descriptor 2 (see the module doc)."""
     global _installed
@@ -63,14 +76,42 @@ def quiet_native_output() -> None:
     os.close(write_end)
     sys.stderr = os.fdopen(terminal, 'w', buffering=1, closefd=False)
     _installed = True
+    threading.Thread(target=_copy_lines, args=(read_end, terminal), name='native_output',
+                     daemon=True).start()
 
-    def copy() -> None:
-        with os.fdopen(read_end, 'rb') as lines:
-            for line in lines:
-                if not NOISE.search(line.decode('utf-8', 'replace')):
-                    os.write(terminal, line)
 
-    threading.Thread(target=copy, name='native_output', daemon=True).start()
+@contextlib.contextmanager
+def native_noise_filtered() -> Iterator[None]:
+    """`NOISE` filtered from descriptor 2 while the block runs, then descriptor 2 as it was.
+
+    For the Python API (`reverb_agents.train`, `load_policy`): TensorFlow's
+    start-up lines come while it is imported, and a library must not keep a
+    caller's descriptor 2 behind a pipe. `sys.stderr` is untouched (it writes
+    to descriptor 2, through the filter, until the block ends).
+    """
+    if _installed:  # the whole process is filtered already
+        yield
+        return
+    try:
+        saved = os.dup(2)
+        read_end, write_end = os.pipe()
+    except OSError:
+        yield
+        return
+    copier = threading.Thread(target=_copy_lines, args=(read_end, saved),
+                              name='native_output_import', daemon=True)
+    sys.stderr.flush()
+    os.dup2(write_end, 2)
+    os.close(write_end)
+    copier.start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)  # drops the pipe's last write end: the copier reads to the end
+        copier.join(timeout=5.0)
+        if not copier.is_alive():  # else a child process still holds the pipe
+            os.close(saved)
 
 
 def set_verbose(verbose: bool) -> None:
@@ -97,25 +138,39 @@ def _count(n: float) -> str:
     return f'{n:,.0f}'
 
 
+def terminal_size(stream: TextIO) -> Tuple[int, int]:
+    """(columns, rows) of the terminal `stream` writes to; 80 x 24 for one that reports 0
+    (a serial console, some containers), on which tqdm would draw nothing, or for a
+    stream with no terminal."""
+    try:
+        columns, rows = os.get_terminal_size(stream.fileno())
+    except (OSError, ValueError):  # io.UnsupportedOperation is both
+        columns, rows = 0, 0
+    return columns or 80, rows or 24
+
+
 class ProgressDisplay:
-    """The run's progress: a tqdm bar on a terminal, plain lines every `interval_s` elsewhere."""
+    """The run's progress: a tqdm bar on a terminal, plain lines every `interval_s` elsewhere.
+
+    `close(env_steps)` shows the run's final count before the display ends, so
+    a run that spent its budget ends at 100% whenever the last `update` came.
+    """
 
     def __init__(self, total_env_steps: int, start_env_steps: int = 0, interval_s: float = 5.0,
                  use_bar: Optional[bool] = None):
         global _bar
         self.total, self.interval_s = total_env_steps, interval_s
         self._last_line = time.monotonic()
+        self._shown_env_steps: Optional[int] = None  # the count of the last plain line
+        self._rates = (0.0, 0, 0.0, float('nan'), 0)  # the last `update`'s other numbers
         if use_bar is None:
             use_bar = sys.stderr.isatty()
         self._bar = None
         if use_bar:
             from tqdm import tqdm
-            try:
-                width = os.get_terminal_size(sys.stderr.fileno()).columns
-            except (OSError, ValueError):
-                width = 0
+            columns, rows = terminal_size(sys.stderr)
             self._bar = tqdm(total=total_env_steps, initial=start_env_steps, unit=' env steps',
-                             unit_scale=True, ncols=width or 120, file=sys.stderr,
+                             unit_scale=True, ncols=columns, nrows=rows, file=sys.stderr,
                              mininterval=0.5, smoothing=0.1,
                              bar_format='{percentage:3.0f}%|{bar:20}| {n_fmt}/{total_fmt} '
                                         'env steps [{elapsed}<{remaining}{postfix}]')
@@ -124,6 +179,8 @@ class ProgressDisplay:
     def update(self, env_steps: int, env_steps_per_s: float, learner_steps: int,
                learner_steps_per_s: float, recent_return: float, episodes: int) -> None:
         """The numbers now: totals (earlier runs of the logdir included) and this run's rates."""
+        self._rates = (env_steps_per_s, learner_steps, learner_steps_per_s, recent_return,
+                       episodes)
         returns = f'{recent_return:.1f}' if episodes else '-'
         if self._bar is not None:
             self._bar.set_postfix_str(
@@ -135,6 +192,12 @@ class ProgressDisplay:
         if now - self._last_line < self.interval_s:
             return
         self._last_line = now
+        self._line(env_steps, env_steps_per_s, learner_steps, learner_steps_per_s, returns,
+                   episodes)
+
+    def _line(self, env_steps: int, env_steps_per_s: float, learner_steps: int,
+              learner_steps_per_s: float, returns: str, episodes: int) -> None:
+        self._shown_env_steps = env_steps
         left = max(0, self.total - env_steps)
         eta = f'{left / env_steps_per_s:.0f} s' if env_steps_per_s > 0 else '?'
         # Plain integers: scripts and tests read these lines.
@@ -143,8 +206,18 @@ class ProgressDisplay:
                f'{env_steps_per_s:.0f}/s, ETA {eta})  learner steps {learner_steps} '
                f'({learner_steps_per_s:.1f}/s)  return (last 20) {returns}  episodes {episodes}')
 
-    def close(self) -> None:
+    def close(self, env_steps: Optional[int] = None) -> None:
+        """Ends the display; with `env_steps` (the run's final total) it shows that count
+        first: the bar moves to it, and off a terminal a last line gives it unless the last
+        line did."""
         global _bar
+        if env_steps is not None:
+            if self._bar is not None:
+                self._bar.update(max(0, min(env_steps, self.total) - self._bar.n))
+            elif env_steps != self._shown_env_steps:
+                rate, learner_steps, learner_rate, recent, episodes = self._rates
+                self._line(env_steps, rate, learner_steps, learner_rate,
+                           f'{recent:.1f}' if episodes else '-', episodes)
         if self._bar is not None:
             self._bar.close()
             if _bar is self._bar:

@@ -102,7 +102,8 @@ def make_learn(learner, action_names: Optional[Sequence[str]] = None,
     """`learn(batches)`: one learner step on the next batch.
 
     A `tf.data` iterator is read inside the compiled step, which saves the
-    Python-side handling of every batch (~15% of a SAC step here); any other
+    Python-side handling of every batch (a noticeable share of a small SAC step:
+    docs/benchmarks.md#sac-learner-fed-from-reverb); any other
     iterator (a schedule) is read in Python. Raises StopIteration when the
     data ends.
 

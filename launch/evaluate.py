@@ -6,7 +6,8 @@
 action from the policy with probability E instead of taking the greedy one. Of this
 library it needs `launch/policy.py` and `launch/suites.py` (the MinAtar and Atari
 wrappers) alone (TensorFlow, gymnasium, numpy), so it is also an example of serving the
-SavedModel elsewhere.
+SavedModel elsewhere. TensorFlow's start-up lines are filtered as `launch/run.py`
+filters them (`launch/console.py`) unless `--verbose`.
 Bad input (not a SavedModel, an environment whose spaces do not match the
 model's specs) ends with one `error:` line and exit status 1. On a bandit
 (`Bandit-*-v0`, `launch/bandits.py`) it also prints the regret per episode.
@@ -18,12 +19,17 @@ import sys
 from typing import Optional, Tuple
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
-# Runnable as a script from a checkout as well as installed.
+
+from reverb_agents.launch import console  # noqa: E402  (imports nothing heavy)
+
+if __name__ == '__main__' and not console.verbose_requested(sys.argv):
+    console.quiet_native_output()  # before TensorFlow prints its CUDA start-up lines
 
 import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
+from reverb_agents.launch import help as help_lib  # noqa: E402  (no TensorFlow)
 from reverb_agents.launch import suites  # noqa: E402  (gymnasium and numpy only)
 from reverb_agents.launch.bandits import IDS as BANDITS  # noqa: E402  (importing registers them)
 from reverb_agents.launch.policy import Policy, PolicyError  # noqa: E402
@@ -40,6 +46,7 @@ flags.DEFINE_string('video_dir', None, 'record videos here (environments renderi
 flags.DEFINE_list('reward_weights', None,
                   'for an environment with vector rewards: one weight per component '
                   '(returns are the weighted sums)')
+flags.DEFINE_bool('verbose', False, "show TensorFlow's own log lines (its CUDA start-up lines)")
 FLAGS = flags.FLAGS
 
 
@@ -104,4 +111,6 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    app.run(main)
+    app.run(main, flags_parser=help_lib.script_parser(
+        FLAGS, __doc__, 'saved_model', '--saved_model=DIR [--env=ID] [--episodes=N] '
+        '[--FLAG=VALUE ...]'))

@@ -4,43 +4,39 @@
 exports from a run's checkpoint; every run exports its final policy to
 `<logdir>/saved_model` (`launch/learner_loop.py`).
 
-Signatures (all batched; names are the inputs' and outputs' keys):
+Signatures (all batched `[B, ...]`; names are the inputs' and outputs' keys):
 - `initial_state(batch_size: int32 [])` -> `state_0 ... state_K`: the core's
   recurrent state (a feed-forward policy has one `[B, 0]` placeholder, so
   every signature has the same shape of interface);
-- `step(observation, prev_action, prev_reward, state_0 ... state_K)` ->
-  `action`, `state_0 ... state_K`: samples an action; a policy with a learned
-  action repeat (`--step_mul`, `launch/action_repeat.py`) also takes
-  `prev_step_mul` (int32 `[B]`, the previous decision's repeat count; 0 at an
-  episode's first step) and outputs `step_mul` (int32 `[B]`, in 1..N): take
-  `action` that many times;
+- `step(observation..., first, prev_action..., prev_reward, state_0 ... state_K)` ->
+  `action...`, `state_0 ... state_K`: samples an action. `first` (bool `[B]`) is
+  true at an episode's first step: there the policy starts from its initial
+  state and ignores `prev_action` and `prev_reward` (zeros will do), as the
+  library's actors do; elsewhere `prev_action` is the action taken at the
+  previous step and `prev_reward` (float32 `[B]`) the reward it earned. A policy
+  with a learned action repeat (`--step_mul`, `launch/action_repeat.py`) also
+  takes `prev_step_mul` (int32 `[B]`, the previous decision's repeat count) and
+  outputs `step_mul` (int32 `[B]`, in 1..N): take the action that many times;
 - `step_deterministic(...)`: the same with the greedy / mean action;
-- `policy_params(first, observation, prev_action, prev_reward, state_0 ... state_K)`
-  -> `params_0 ... params_L`, `state_0 ... state_K`: the policy's distribution
-  parameters, one tensor per action leaf in the library's format (the specs'
-  `policy` lists each leaf's kind and width; `agents.prior` reads them for
-  `--prior_actor`); `first` (bool `[B]`) marks an episode's first step, where
-  the core resets its state and ignores `prev_action` and `prev_reward`;
-- `specs()` -> `specs`: JSON (also the asset `assets/specs.json`): env id,
-  observation, action and state shapes and dtypes, the policy's leaves.
+- `policy_params(...)`: the same inputs -> `params_0 ... params_L`, `state_0 ...
+  state_K`: the policy's distribution parameters, one tensor per action leaf in
+  the library's format (the specs' `policy` lists each leaf's kind and width;
+  `agents.prior` reads them for `--prior_actor`);
+- `specs()` -> `specs`: JSON (also the asset `assets/specs.json`): env id, the
+  observation inputs and action outputs (`observation_inputs`, `action_outputs`:
+  name, path in the environment's nest, shape, dtype), state shapes and dtypes,
+  the policy's leaves, `conditions_on_previous` (whether `prev_action` and
+  `prev_reward` reach the policy at all).
 
-Actions and `prev_action` are in the environment's format (`Discrete`: the
-integer including `start`; `MultiDiscrete`: the integer array; `Box`: the
-float array clipped to the bounds; a SAC policy's squashed action is rescaled
-to them; SAC exports its actor only, or, with `--discrete_policy=critic`, the critics
-and temperatures its softmax(Q / alpha) policy acts with). At an episode's first step pass the
-initial state, `prev_reward` 0 and `prev_action` = the specs' `first_prev_action`
-(`Discrete`: start - 1, `MultiDiscrete`: start - 1 per entry, `Box`: zeros), which
-the core encodes as no previous action (an all-zero one-hot), exactly what the
-library's core sees there; `prev_step_mul` 0 likewise. Observations must be one
-tensor (a `Box` or `Discrete` space) and actions one `Discrete`, `MultiDiscrete` or `Box`.
-
-Action masks (docs/action-masks.md): an observation `Dict` of one such tensor and
-an `action_mask` (Discrete / MultiDiscrete actions) is exported with both as
-inputs of `step` and `step_deterministic`: `observation` (the other member, whose
-key the specs' `observation.key` names) and `action_mask` (float32 `[B, n]`, 1 =
-allowed, branches concatenated; also an input of `policy_params`). Masked actions
-have probability 0. The specs then also hold `action_mask` (shape, dtype).
+Observations and actions of any nest (`Tuple` / `Dict`, an action mask) are one
+tensor per leaf, named by `launch/signatures.py` (`observation_image`, `action_0`,
+`prev_action_0`; a single tensor is `observation`, `action`, `prev_action`).
+Actions are in the environment's format (`Discrete`: the integer including
+`start`; `MultiDiscrete`: the integer array; `Box`: the float array clipped to
+the bounds; a SAC policy's squashed action is rescaled to them; SAC exports its
+actor only, or, with `--discrete_policy=critic`, the critics and temperatures its
+softmax(Q / alpha) policy acts with). For a single action tensor the specs keep
+`first_prev_action`, the `prev_action` that encodes "none" without `first`.
 """
 
 import json
@@ -48,7 +44,7 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -56,37 +52,21 @@ import tensorflow as tf
 from absl import logging
 
 from reverb_agents.agents import configs, registry
-from reverb_agents.launch import rundir
+from reverb_agents.launch import rundir, signatures
 from reverb_agents.launch.action_repeat import ACTION, STEP_MUL
 from reverb_agents.launch import setup as setup_lib
 from reverb_agents.launch.options import RunOptions
+from reverb_agents.launch.signatures import ExportError
 from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
-from reverb_agents.networks.distributions import ActionSpace, env_action_tensor, to_unit_interval
-from reverb_agents.networks.observations import ACTION_MASK, exported_observation, observation_spec
-
-
-class ExportError(ValueError):
-    """A policy this exporter cannot write."""
-
-
-def _check_exportable(observation_space: gym.Space, action_space: gym.Space
-                      ) -> Tuple[gym.Space, Optional[str], int]:
-    """`networks.observations.exported_observation`, or ExportError."""
-    space, key, mask_size = exported_observation(observation_space)
-    if not isinstance(space, (gym.spaces.Box, gym.spaces.Discrete)):
-        raise ExportError('export needs a Box or Discrete observation space (with an '
-                          f'{ACTION_MASK!r} beside it, or not), got {observation_space}')
-    if not isinstance(action_space, (gym.spaces.Discrete, gym.spaces.MultiDiscrete,
-                                     gym.spaces.Box)):
-        raise ExportError('export needs a Discrete, MultiDiscrete or Box action space, '
-                          f'got {action_space}')
-    return space, key, mask_size
+from reverb_agents.networks.distributions import (
+    ActionSpace, UnsupportedSpaceError, env_action_tensor, to_unit_interval)
+from reverb_agents.networks.observations import ACTION_MASK
 
 
 def _first_prev_action(space: gym.Space):
-    """The `prev_action` of an episode's first step: one below each categorical range,
-    which encodes as an all-zero one-hot (`tf.one_hot` of an index out of range), as
-    the library's core zeroes the previous action there; zeros for a `Box`."""
+    """The `prev_action` that encodes "no previous action" without `first`: one below
+    each categorical range (an all-zero one-hot, `tf.one_hot` of an index out of
+    range); zeros for a `Box`."""
     if isinstance(space, gym.spaces.Discrete):
         return int(space.start) - 1
     if isinstance(space, gym.spaces.MultiDiscrete):
@@ -110,49 +90,67 @@ class ExportedPolicy(tf.Module):
         self._max_step_mul = 0
         if isinstance(space, gym.spaces.Dict) and list(space.spaces) == [ACTION, STEP_MUL]:
             space, self._max_step_mul = space[ACTION], int(space[STEP_MUL].n)
-        observation_space, self._key, mask_size = _check_exportable(observation_space, space)
-        self._core = core
-        self._actions = action_space
-        self._num_leaves = len(action_space.leaves) - bool(self._max_step_mul)
-        self._space = space
-        obs = observation_spec(observation_space)
+        try:
+            self._observations = signatures.observation_parts(observation_space)
+            self._action_parts = signatures.action_parts(space)
+        except UnsupportedSpaceError as e:
+            raise ExportError(str(e)) from None
+        self._core, self._actions, self._squash = core, action_space, action_space.squash
+        # How many of the library's action leaves each component is (MultiDiscrete: one
+        # per entry), in the order `networks.distributions` flattens them.
+        self._leaf_counts = [len(ActionSpace(p.space).leaves) for p in self._action_parts]
         self._state_structure = core.initial_state(1)
         flat_state = tf.nest.flatten(self._state_structure)
         self._state_specs = ([tf.TensorSpec([None, *s.shape[1:]], s.dtype) for s in flat_state]
                              or [tf.TensorSpec([None, 0], tf.float32)])
-        env_dtype = tf.as_dtype(space.dtype)
-        env_shape = () if isinstance(space, gym.spaces.Discrete) else tuple(space.shape)
-        self.specs_json = json.dumps({
-            'env': env_id,
-            'observation': {'shape': list(obs.shape), 'dtype': obs.dtype.name,
-                            **({'key': self._key} if self._key else {})},
-            **({ACTION_MASK: {'shape': [mask_size], 'dtype': 'float32'}} if mask_size else {}),
-            'action': {'space': repr(space), 'shape': list(env_shape), 'dtype': env_dtype.name},
-            'state': [{'shape': list(s.shape[1:]), 'dtype': s.dtype.name}
-                      for s in self._state_specs],
-            'first_prev_action': _first_prev_action(space),
-            'policy': action_space.policy_spec(),
-            **({'step_mul': self._max_step_mul} if self._max_step_mul else {}),
-        })
         inputs = {
-            'observation': tf.TensorSpec([None, *obs.shape], obs.dtype, name='observation'),
-            **({ACTION_MASK: tf.TensorSpec([None, mask_size], tf.float32, name=ACTION_MASK)}
-               if mask_size else {}),
-            'prev_action': tf.TensorSpec([None, *env_shape], env_dtype, name='prev_action'),
+            **{p.name: p.batched() for p in self._observations},
+            'first': tf.TensorSpec([None], tf.bool, name='first'),
+            **{p.prev_name: p.batched(p.prev_name) for p in self._action_parts},
             'prev_reward': tf.TensorSpec([None], tf.float32, name='prev_reward'),
             **({'prev_step_mul': tf.TensorSpec([None], tf.int32, name='prev_step_mul')}
                if self._max_step_mul else {}),
             **{f'state_{i}': tf.TensorSpec(s.shape, s.dtype, name=f'state_{i}')
                for i, s in enumerate(self._state_specs)},
         }
+        self.specs_json = json.dumps(self._specs(env_id, observation_space, space))
         self.step = _concrete(lambda **kw: self._step(False, **kw), **inputs)
         self.step_deterministic = _concrete(lambda **kw: self._step(True, **kw), **inputs)
-        self.policy_params = _concrete(
-            self._policy_params, first=tf.TensorSpec([None], tf.bool, name='first'), **inputs)
+        self.policy_params = _concrete(self._policy_params, **inputs)
         self.initial_state = _concrete(self._initial_state,
                                        tf.TensorSpec([], tf.int32, name='batch_size'))
         specs = self.specs_json
         self.specs = _concrete(lambda: {'specs': tf.constant(specs)})
+
+    def _specs(self, env_id: str, observation_space: gym.Space, space: gym.Space) -> dict:
+        first = self._observations[0]
+        if first.name == 'observation':  # one tensor (beside a mask): shape, dtype, its key
+            observation = {'shape': first.spec.shape.as_list(), 'dtype': first.spec.dtype.name,
+                           **({'key': first.path[0]} if first.path else {})}
+        else:
+            observation = {'space': repr(observation_space)}
+        single = not self._action_parts[0].path  # one action tensor
+        action = {'space': repr(space)}
+        if single:
+            spec = self._action_parts[0].spec
+            action.update(shape=spec.shape.as_list(), dtype=spec.dtype.name)
+        mask = [p for p in self._observations if p.name == ACTION_MASK]
+        return {
+            'env': env_id,
+            'observation': observation,
+            **({ACTION_MASK: {'shape': mask[0].spec.shape.as_list(), 'dtype': 'float32'}}
+               if mask else {}),
+            'action': action,
+            'state': [{'shape': list(s.shape[1:]), 'dtype': s.dtype.name}
+                      for s in self._state_specs],
+            **({'first_prev_action': _first_prev_action(space)} if single else {}),
+            'policy': self._actions.policy_spec(),
+            'conditions_on_previous': bool(self._core.condition_on_previous),
+            'observation_inputs': [p.describe() for p in self._observations],
+            'action_outputs': [dict(p.describe(), prev_name=p.prev_name)
+                               for p in self._action_parts],
+            **({'step_mul': self._max_step_mul} if self._max_step_mul else {}),
+        }
 
     def _initial_state(self, batch_size: tf.Tensor) -> Dict[str, tf.Tensor]:
         flat = tf.nest.flatten(self._core.initial_state(batch_size))
@@ -160,51 +158,57 @@ class ExportedPolicy(tf.Module):
             flat = [tf.zeros([batch_size, 0], tf.float32)]
         return {f'state_{i}': s for i, s in enumerate(flat)}
 
-    def _to_leaves(self, env_action: tf.Tensor):
-        """Environment-format actions -> the library's per-leaf actions."""
-        space = self._space
+    def _component_leaves(self, space: gym.Space, env_action: tf.Tensor):
+        """One action component in the environment's format -> its library leaves."""
+        batch = tf.shape(env_action)[0]
         if isinstance(space, gym.spaces.Discrete):
             return (tf.cast(env_action - int(space.start), tf.int32),)
         if isinstance(space, gym.spaces.MultiDiscrete):
-            batch = tf.shape(env_action)[0]
             flat = tf.reshape(env_action, [batch, -1]) - np.asarray(space.start).ravel()
-            return tuple(tf.cast(flat[:, i], tf.int32) for i in range(self._num_leaves))
-        action = tf.reshape(tf.cast(env_action, tf.float32), [tf.shape(env_action)[0], -1])
-        if self._actions.squash:  # the library's squashed actions live in [-1, 1]
+            return tuple(tf.cast(flat[:, i], tf.int32) for i in range(flat.shape[1]))
+        action = tf.reshape(tf.cast(env_action, tf.float32), [batch, -1])
+        if self._squash:  # the library's squashed actions live in [-1, 1]
             low, high = (np.asarray(b, np.float32).ravel() for b in (space.low, space.high))
             action = to_unit_interval(action, low, high)
         return (action,)
 
-    def _unroll_step(self, first, observation, prev_action, prev_reward, prev_step_mul,
-                     action_mask, state):
+    def _unroll_step(self, inputs: Dict[str, tf.Tensor]):
         """(per-leaf policy params, flat new state) of one core step."""
-        flat_state = [state[f'state_{i}'] for i in range(len(self._state_specs))]
+        first = inputs['first']
+        flat_state = [inputs[f'state_{i}'] for i in range(len(self._state_specs))]
         structure = tf.nest.pack_sequence_as(
             self._state_structure, flat_state[:len(tf.nest.flatten(self._state_structure))])
-        prev_leaves = self._to_leaves(prev_action)
-        if self._max_step_mul:  # the head's value is the repeat count - 1 (-1: none)
-            prev_leaves += (prev_step_mul - 1,)
-        if self._key:  # the core splits the mask off again and masks its logits
-            observation = {self._key: observation, ACTION_MASK: action_mask}
+        prev_leaves = ()
+        for part in self._action_parts:
+            prev_leaves += self._component_leaves(part.space, inputs[part.prev_name])
+        if self._max_step_mul:  # the head's value is the repeat count - 1
+            prev_leaves += (inputs['prev_step_mul'] - 1,)
+        # The core zeroes the previous action and reward where `first` is true and
+        # restarts the state there; `where` also keeps a NaN fed at a first step out.
+        prev_leaves = tuple(a if a.dtype.is_integer else tf.where(first[:, None], 0.0, a)
+                            for a in prev_leaves)
+        prev_reward = tf.where(first, 0.0, inputs['prev_reward'])
+        observation = signatures.pack(self._observations,
+                                      [inputs[p.name] for p in self._observations])
         outputs, new_state = self._core(
             CoreInputs(observation, prev_leaves, prev_reward, first), structure)
         new_flat = tf.nest.flatten(new_state) or flat_state
         return outputs.policy_params, {f'state_{i}': s for i, s in enumerate(new_flat)}
 
-    def _step(self, deterministic: bool, observation, prev_action, prev_reward,
-              prev_step_mul=None, action_mask=None, **state):
-        first = tf.zeros(tf.shape(prev_reward), tf.bool)
-        params, new_state = self._unroll_step(first, observation, prev_action, prev_reward,
-                                              prev_step_mul, action_mask, state)
+    def _step(self, deterministic: bool, **inputs) -> Dict[str, tf.Tensor]:
+        params, new_state = self._unroll_step(inputs)
         leaves = self._actions.mode(params) if deterministic else self._actions.sample(params)
-        repeat = {'step_mul': leaves[-1] + 1} if self._max_step_mul else {}
-        return {'action': env_action_tensor(self._space, self._actions.squash,
-                                            leaves[:self._num_leaves]), **repeat, **new_state}
+        outputs, start = {}, 0
+        for part, count in zip(self._action_parts, self._leaf_counts):
+            outputs[part.name] = env_action_tensor(part.space, self._squash,
+                                                   leaves[start:start + count])
+            start += count
+        if self._max_step_mul:
+            outputs['step_mul'] = leaves[-1] + 1
+        return {**outputs, **new_state}
 
-    def _policy_params(self, first, observation, prev_action, prev_reward, prev_step_mul=None,
-                       action_mask=None, **state):
-        params, new_state = self._unroll_step(first, observation, prev_action, prev_reward,
-                                              prev_step_mul, action_mask, state)
+    def _policy_params(self, **inputs) -> Dict[str, tf.Tensor]:
+        params, new_state = self._unroll_step(inputs)
         return {**{f'params_{i}': p for i, p in enumerate(params)}, **new_state}
 
 

@@ -8,11 +8,16 @@ thread.
 
 Ctrl-C (SIGINT), as ML-Agents does, ends the run with what was learned: the
 learner stops after its current step, the actor and the server stop, and
-`finish` checkpoints at the last learner step, exports the policy (no
-evaluation, so this takes seconds) and writes `summary.json` with
-`interrupted: true`; `launch/run.py` then exits with status 130. A second
-Ctrl-C while saving, or one while a finished run evaluates, aborts
+`finish` checkpoints at the last learner step (a `--save_replay` run saves
+its pair of learner and replay checkpoints before its server stops), exports
+the policy (no evaluation, so this takes seconds) and writes `summary.json`
+with `interrupted: true`; `launch/run.py` then exits with status 130. A
+second Ctrl-C while saving, or one while a finished run evaluates, aborts
 (KeyboardInterrupt): the checkpoints already written stay.
+
+A run holds its logdir's lock (`launch/lockfile.py`) from start to end, and
+refuses, before building anything, a replay larger than the machine's memory
+(`launch/memory.py`).
 """
 
 import contextlib
@@ -26,7 +31,7 @@ import tensorflow as tf
 from absl import logging
 
 from reverb_agents.agents import registry
-from reverb_agents.launch import console, data, deterministic, rundir
+from reverb_agents.launch import console, data, deterministic, isolation, memory, rundir
 from reverb_agents.launch import setup as setup_lib
 from reverb_agents.launch.actor import EpisodeStats
 from reverb_agents.launch.learner_loop import LearnerRun
@@ -60,8 +65,8 @@ def interrupt_event() -> Iterator[threading.Event]:
     def report():
         while not done.is_set():
             if interrupted.wait(0.2):
-                logging.warning('interrupted: stopping after this learner step to checkpoint '
-                                'and export (Ctrl-C again to abort)')
+                console.status('interrupted: stopping after this learner step to checkpoint '
+                               'and export (Ctrl-C again to abort)')
                 return
 
     previous = signal.signal(signal.SIGINT, handler)
@@ -73,60 +78,69 @@ def interrupt_event() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
-def _replay_checkpoints(options: RunOptions, setup: setup_lib.RunSetup, client: reverb.Client,
-                        run: LearnerRun) -> Optional[Callable[[], None]]:
-    """With `--save_replay`: says what the server restored, checkpoints the tables
-    after each learner checkpoint, and returns the checkpoint call (else None)."""
-    if not options.save_replay:
-        return None
+def _pair_replay(setup: setup_lib.RunSetup, client: reverb.Client, run: LearnerRun,
+                 restored_from: Optional[str]) -> None:
+    """With `--save_replay`: says what the server restored (from `restored_from`), and
+    makes every learner checkpoint write the tables' first, as a pair
+    (`launch/checkpoint_pairs.py`)."""
     held = {table: size for table, size in tables_lib.table_sizes(client).items()
             if table in setup.plan.tables and size}
     if held:
-        console.status(f'replay restored from {rundir.REPLAY_CHECKPOINTS}: '
+        console.status(f'replay restored from {restored_from}: '
                        + ', '.join(f'{table} {size:,} items' for table, size in held.items()))
 
-    def checkpoint() -> None:
+    def write_replay() -> Optional[str]:
         try:
-            logging.info('replay checkpoint %s', client.checkpoint())
-        except (RuntimeError, reverb.errors.ReverbError) as e:  # the last one stays
-            logging.warning('replay checkpoint failed: %s', e)
+            return client.checkpoint()
+        except (RuntimeError, reverb.errors.ReverbError) as e:
+            logging.warning("replay checkpoint failed: %s; this checkpoint is the learner's "
+                            'alone (a resume starts with an empty replay)', e)
+            return None
 
-    run.on_save.append(checkpoint)
-    return checkpoint
+    run.checkpoints.write_replay = write_replay
 
 
-def train(options: RunOptions, config: Any) -> Dict[str, Any]:
+def train(options: RunOptions, config: Any, on_progress: Optional[Callable] = None
+          ) -> Dict[str, Any]:
     """Trains `options.agent` with `config` in one process; returns the summary
     (also `<logdir>/summary.json`; `summary['interrupted']` after Ctrl-C). Raises
     `launch.rundir.TrainingError` and `ValueError`s (bad input) with one-line
     messages, and KeyboardInterrupt for a second Ctrl-C.
 
     `options.deterministic`: no actor thread; the learner's data stream makes the
-    actor act when the next batch needs it (`launch/deterministic.py`).
+    actor act when the next batch needs it (`launch/deterministic.py`). `on_progress`:
+    `LearnerRun.run`'s (the Python API's callbacks, `launch/callbacks.py`).
     """
     registry.get(options.agent)
-    with deterministic.op_determinism(options.deterministic):
-        return _train(options, config)
+    rundir.check_logdir(options.logdir)
+    # One run per logdir: a second one is refused while this one lives (`launch/lockfile.py`).
+    with rundir.lock_logdir(options.logdir), deterministic.op_determinism(options.deterministic):
+        return _train(options, config, on_progress)
 
 
-def _train(options: RunOptions, config: Any) -> Dict[str, Any]:
+def _train(options: RunOptions, config: Any, on_progress: Optional[Callable]) -> Dict[str, Any]:
     tf.random.set_seed(options.seed)
     np.random.seed(options.seed)
 
     envs = setup_lib.make_envs(options, config, options.num_envs, options.seed)
     setup = setup_lib.make_setup(options, config, envs)
+    memory.check_replay_memory(setup.layout, setup.plan)
     if options.deterministic:
         deterministic.check(setup)
-    run = LearnerRun(setup)
+    run = LearnerRun(setup, pair_replay=options.save_replay)
     if options.is_sequence and run.start_env_steps:  # a resumed sequence goes on where it was
         envs.close()
         envs = setup_lib.make_envs(options, config, options.num_envs, options.seed,
                                    run.start_env_steps)
     server_tables = setup_lib.make_server_tables(setup)
-    server = setup_lib.make_server(setup, checkpoint=options.save_replay, tables=server_tables)
+    # Once the learner is restored: what killed saves left is deleted first.
+    replay_dirs = run.checkpoints.prepare_replay() if options.save_replay else False
+    server = setup_lib.make_server(setup, checkpoint=replay_dirs, tables=server_tables)
+    isolation.announce(server.port)
     address = f'localhost:{server.port}'
     client = reverb.Client(address)
-    checkpoint_replay = _replay_checkpoints(options, setup, client, run)
+    if replay_dirs:
+        _pair_replay(setup, client, run, replay_dirs[1])
     publisher = run.make_publisher(client)
     publisher.publish()  # after the restore: actors start from the checkpoint's weights
 
@@ -163,9 +177,11 @@ def _train(options: RunOptions, config: Any) -> Dict[str, Any]:
             return data.open_batches(address, setup.signature, setup.plan, client,
                                      seeded_reads=seeded_reads)
 
+        learned = False
         try:
             run.run(open_batches, publisher.publish, lambda: stats.env_steps, stats,
-                    should_stop)
+                    should_stop, on_progress=on_progress)
+            learned = True
         finally:
             # The actor may be blocked on a full queue, and the learner's prefetch on
             # an empty one; stopping the server releases both (in-flight work fails,
@@ -173,13 +189,15 @@ def _train(options: RunOptions, config: Any) -> Dict[str, Any]:
             stop_event.set()
             if thread is not None:
                 thread.join(timeout=2)
-            if checkpoint_replay is not None:  # `finish` saves after the server stopped
-                run.on_save.clear()
-                checkpoint_replay()
-            server.stop()
-            if thread is not None:
-                thread.join(timeout=30)
-            run.close_data()
+            try:
+                if replay_dirs and learned and not actor_error:
+                    run.save(quiet=True)  # the last pair, while the server has its tables
+            finally:
+                run.checkpoints.write_replay = None
+                server.stop()
+                if thread is not None:
+                    thread.join(timeout=30)
+                run.close_data()
     if actor_error:
         raise actor_error[0]
     # Outside the handler: Ctrl-C while evaluating or saving aborts (the checkpoint

@@ -16,6 +16,14 @@ user's flags; streams their output with a role prefix. It supervises them:
 
 Children die with the launcher (Linux parent-death signal), so a killed
 launcher leaves no orphans.
+
+Network: `launch/run.py` has already moved the launcher into a network
+namespace of its own with loopback only (`launch/isolation.py`) when it gets
+here, before any role starts; the roles inherit that namespace and meet at
+127.0.0.1, so nothing outside the run reaches the replay server. The replay
+role says so in one line or, where the run is not isolated
+(`--network_isolation=off`, a kernel without user namespaces), which port is
+open to the network.
 """
 
 import ctypes

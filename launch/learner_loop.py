@@ -6,23 +6,22 @@ runs the learner's step, and hands the result to its triggers (`Every`): publish
 weights, TensorBoard summaries (non-finite losses stop the run), the progress
 display, `progress.csv` rows, checkpoints. Evaluations run on their env-step
 schedule (`launch/continual.py`, `launch/periodic_evaluation.py`). It stops at the
-first of: the env-step budget, the target return, the caller's `should_stop`.
+first of: the env-step budget, the target return, `should_stop`, `on_progress`.
 `finish` checkpoints, evaluates (not after an interrupt), exports and writes
 `summary.json`.
 """
 
 import dataclasses
-import json
 import math
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, Optional
 
 import tensorflow as tf
 from absl import logging
 
-from reverb_agents.launch import console, continual, data, evaluation, export, periodic_evaluation, rundir
+from reverb_agents.launch import checkpoint_pairs, console, continual, data, evaluation, export, periodic_evaluation, rundir  # noqa: E501
 from reverb_agents.launch import metrics as metrics_lib, triggers as triggers_lib
 from reverb_agents.launch.actor import EpisodeStats
 from reverb_agents.launch.setup import RunSetup, make_envs, make_learner, pretrain
@@ -41,7 +40,8 @@ class LearnerRun:
     callable, steps since this run started) and when to stop.
     """
 
-    def __init__(self, setup: RunSetup):
+    def __init__(self, setup: RunSetup, pair_replay: bool = False):
+        """`pair_replay`: checkpoints pair the replay's (`launch/checkpoint_pairs.py`)."""
         self.setup = setup
         options = setup.options
         rundir.check_logdir(options.logdir)
@@ -49,12 +49,13 @@ class LearnerRun:
         self.learner = make_learner(setup)
         self.core = self.learner.core
         self.env_steps_counter = tf.Variable(0, dtype=tf.int64, trainable=False, name='env_steps')
-        checkpoint = tf.train.Checkpoint(learner=self.learner, env_steps=self.env_steps_counter)
-        self.manager = rundir.checkpoint_manager(checkpoint, options.logdir)
-        if self.manager.latest_checkpoint:
-            rundir.restore(checkpoint, self.manager.latest_checkpoint)
-            console.status(f'Resumed from {self.manager.latest_checkpoint} at learner step '
-                           f'{self.learner_steps}, env step {int(self.env_steps_counter.numpy())}')
+        self.checkpoints = checkpoint_pairs.Checkpoints(
+            tf.train.Checkpoint(learner=self.learner, env_steps=self.env_steps_counter),
+            options.logdir, paired=pair_replay)
+        restored = self.checkpoints.restore()
+        if restored:
+            console.status(f'Resumed from {restored} at learner step {self.learner_steps}, '
+                           f'env step {int(self.env_steps_counter.numpy())}')
         pretrained = pretrain(self.learner)  # what is left of it after a restore
         # Written only once the checkpoint (if any) matched: a refused resume changes nothing.
         os.makedirs(options.logdir, exist_ok=True)
@@ -64,7 +65,6 @@ class LearnerRun:
         self.start_learner_steps = self.learner_steps
         self.published = list(self.core.variables)
         self.priorities = None  # prioritized replay's writes (`make_publisher`)
-        self.on_save: List[Callable[[], None]] = []  # run after each checkpoint
         self._last_metrics = {}
         self._batches = None  # the last data stream, kept open until `close_data`
         self._env_steps = lambda: 0
@@ -108,16 +108,15 @@ class LearnerRun:
         if not all(math.isfinite(v) for v in values.values()):
             raise rundir.TrainingError(
                 f'non-finite loss at learner step {self.learner_steps}: {values}; '
-                f'the last good checkpoint is kept in {self.manager.directory}')
+                f'the last good checkpoint is kept in {self.checkpoints.manager.directory}')
         return values
 
     def save(self, quiet: bool = False) -> None:
+        """Checkpoints the learner (and its replay, `Checkpoints.write_replay`)."""
         self._finite_values(self._last_metrics)  # never checkpoint weights a NaN step produced
         self.env_steps_counter.assign(self.total_env_steps())
-        path = self.manager.save(checkpoint_number=self.learner_steps)
-        for hook in self.on_save:
-            hook()
-        if not quiet:
+        path = self.checkpoints.save(self.learner_steps)
+        if path and not quiet:
             console.status(f'checkpoint at env step {self.total_env_steps():,} '
                            f'(learner step {self.learner_steps:,}): {path}')
 
@@ -148,13 +147,14 @@ class LearnerRun:
 
     def run(self, open_batches: Callable[[], data.Batches], publish: Callable[[], None],
             env_steps: Callable[[], int], stats: EpisodeStats, should_stop: Callable[[], bool],
-            on_server_error: Optional[Callable[[Exception], None]] = None) -> None:
-        """Learns until the env-step budget, the target return or `should_stop()`.
-
-        `open_batches()` opens the learner's data stream (again after a data
-        timeout); `on_server_error(e)`, when given, waits for a lost Reverb
-        server to come back (raising if it does not); the stream is then
-        reopened and the weights published again.
+            on_server_error: Optional[Callable[[Exception], None]] = None,
+            on_progress: Optional[Callable[[Progress, float, EpisodeStats], bool]] = None) -> None:
+        """Learns until the env-step budget, the target return, `should_stop()` or
+        `on_progress(progress, now, stats)` (after every step: the Python API's
+        callbacks, `launch/callbacks.py`) returns True. `open_batches()` opens the
+        learner's data stream (again after a data timeout); `on_server_error(e)`, when
+        given, waits for a lost Reverb server to come back (raising if it does not);
+        the stream is then reopened and the weights published again.
         """
         options = self.setup.options
         self._env_steps = env_steps
@@ -207,11 +207,11 @@ class LearnerRun:
                 for trigger in triggers:
                     trigger(progress, now)
                 self._evaluate_due()
-                if target_reached(stats):
-                    self.reached_target = True
+                self.reached_target = target_reached(stats)
+                if self.reached_target or (on_progress and on_progress(progress, now, stats)):
                     break
         finally:
-            display.close()
+            display.close(self.total_env_steps())  # the final count: 100% at the budget
             self.wall_time = time.time() - start
             if self.steps_this_run:  # the row at the end of the run
                 progress_row(Progress(
@@ -289,12 +289,10 @@ class LearnerRun:
             **sequence,
             'config': dataclasses.asdict(setup.config),
         }
-        path = os.path.join(options.logdir, 'summary.json')
-        with open(path, 'w') as f:
-            json.dump(summary, f, indent=2)
+        path = rundir.write_summary(options.logdir, summary)
         if interrupted:
             console.status(f'interrupted at learner step {self.learner_steps}, env step '
                            f'{self.total_env_steps()}: checkpoint '
-                           f'{self.manager.latest_checkpoint}, policy {saved_model}, '
+                           f'{self.checkpoints.manager.latest_checkpoint}, policy {saved_model}, '
                            f'summary {path}')
         return summary

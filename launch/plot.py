@@ -17,13 +17,15 @@ without replay) and, when the runs differ in seed, the seed. Every logdir
 must be a run of the same sequence.
 """
 
+import csv
+import json
 import os
 import sys
 from typing import Any, Dict, List, Sequence
 
-# Runnable as a script from a checkout as well as installed.
+from absl import app, flags
 
-from absl import app, flags  # noqa: E402
+from reverb_agents.launch import help as help_lib  # no TensorFlow
 
 flags.DEFINE_multi_string('continual', None, 'task-sequence logdirs to plot (repeat the flag '
                           'or list them after it)')
@@ -35,21 +37,63 @@ flags.DEFINE_string('group_by', 'agent', 'learning curves: one line per agent, o
 FLAGS = flags.FLAGS
 
 
+# The files a run writes, read here without their writers (`launch/metrics.py`,
+# `rundir.py`, `continual.py`), which import TensorFlow: plotting reads CSV and JSON only.
+PROGRESS_CSV = 'progress.csv'
+CONTINUAL_CSV = 'continual.csv'
+RUN_CONFIG = 'run_config.json'
+SUMMARY = 'summary.json'
+
+
 class PlotError(ValueError):
     """A logdir that cannot be plotted."""
 
 
+def _read_json(path: str) -> Dict[str, Any]:
+    """A JSON object file ({} when missing); PlotError when it is not one."""
+    if not os.path.exists(path):
+        return {}
+    try:
+        with open(path) as f:
+            value = json.load(f)
+    except ValueError as e:
+        raise PlotError(f'{path} is not JSON ({e})') from None
+    if not isinstance(value, dict):
+        raise PlotError(f'{path} holds no JSON object')
+    return value
+
+
 def _run_files(logdir: str) -> Dict[str, Any]:
     """`run_config.json` and `summary.json` of `logdir` ({} for those missing)."""
-    import json
-    from reverb_agents.launch import rundir
-    run = rundir.read_run_config(logdir) or {}
-    summary_path = os.path.join(logdir, 'summary.json')
-    summary = {}
-    if os.path.exists(summary_path):
-        with open(summary_path) as f:
-            summary = json.load(f)
-    return {'run': run, 'summary': summary}
+    return {'run': _read_json(os.path.join(logdir, RUN_CONFIG)),
+            'summary': _read_json(os.path.join(logdir, SUMMARY))}
+
+
+def flat_config(config: Dict[str, Any]) -> Dict[str, Any]:
+    """A run config's `config` with sub-configs' fields at the top (their flag names)."""
+    flat: Dict[str, Any] = {}
+    for key, value in config.items():
+        if isinstance(value, dict):
+            flat.update(flat_config(value))
+        else:
+            flat[key] = value
+    return flat
+
+
+def read_progress(path: str) -> List[Dict[str, float]]:
+    """The rows of a `progress.csv`, numbers as floats (empty cells left out)."""
+    with open(path, newline='') as f:
+        return [{k: float(v) for k, v in row.items() if v not in ('', None)}
+                for row in csv.DictReader(f)]
+
+
+def read_continual(path: str) -> List[Dict[str, Any]]:
+    """The rows of a `continual.csv`: env_steps int, task str, returns float."""
+    with open(path, newline='') as f:
+        return [{'env_steps': int(row['env_steps']), 'task': row['task'],
+                 'return_mean': float(row['return_mean']),
+                 'return_std': float(row['return_std'])}
+                for row in csv.DictReader(f)]
 
 
 def agent_label(agent: str, config: Dict[str, Any]) -> str:
@@ -65,16 +109,15 @@ def agent_label(agent: str, config: Dict[str, Any]) -> str:
 def load_curve(logdir: str, group_by: str = 'agent') -> Dict[str, Any]:
     """A run's learning curve: {'env_steps', 'returns' (arrays), 'group', 'env'}."""
     import numpy as np
-    from reverb_agents.launch import metrics, rundir
-    path = os.path.join(logdir, metrics.PROGRESS_CSV)
+    path = os.path.join(logdir, PROGRESS_CSV)
     if not os.path.exists(path):
-        raise PlotError(f'{logdir!r} has no {metrics.PROGRESS_CSV}: not a run directory')
-    rows = [r for r in metrics.read_progress(path) if 'return_mean' in r]
+        raise PlotError(f'{logdir!r} has no {PROGRESS_CSV}: not a run directory')
+    rows = [r for r in read_progress(path) if 'return_mean' in r]
     if len(rows) < 2:
         raise PlotError(f'{path} has fewer than two rows with a training return')
     files = _run_files(logdir)
     run = files['run']
-    config = rundir.flat_config(run.get('config', {}))
+    config = flat_config(run.get('config', {}))
     agent = run.get('agent', '?')
     if group_by == 'agent':
         group = agent_label(agent, config)
@@ -128,12 +171,11 @@ def plot_curves(logdirs: Sequence[str], output: str, group_by: str = 'agent',
 def load_run(logdir: str) -> Dict[str, Any]:
     """A task-sequence run's rows, tasks and label ({'rows', 'tasks', 'steps_per_task',
     'task_cycles', 'label', 'seed'})."""
-    from reverb_agents.launch import continual
-    path = os.path.join(logdir, continual.CSV)
+    path = os.path.join(logdir, CONTINUAL_CSV)
     if not os.path.exists(path):
-        raise PlotError(f'{logdir!r} has no {continual.CSV}: not a task-sequence run '
+        raise PlotError(f'{logdir!r} has no {CONTINUAL_CSV}: not a task-sequence run '
                         f'(--tasks)')
-    rows = continual.read_rows(path)
+    rows = read_continual(path)
     files = _run_files(logdir)
     run, summary = files['run'], files['summary']
     sequence = run.get('env_options', {})
@@ -226,4 +268,5 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    app.run(main)
+    app.run(main, flags_parser=help_lib.script_parser(
+        FLAGS, __doc__, 'output', 'LOGDIR [LOGDIR ...] [--continual] [--FLAG=VALUE ...]'))

@@ -4,20 +4,33 @@ Imports nothing else of this library, so it serves a SavedModel wherever
 TensorFlow runs (`launch/evaluate.py` is its command line).
 
     policy = load_policy('runs/clear-CartPole-v1-.../saved_model')
-    state = policy.initial_state(batch_size=1)
-    action, state = policy.step(observation[None], None, None, state)  # first step
-    action, state = policy.step(next_observation[None], action, reward[None], state)
-    total = policy.run_episode(gymnasium.make('CartPole-v1'), seed=0)
+    env = gymnasium.make('CartPole-v1')
+    observation, _ = env.reset(seed=0)
+    state, reward, done = None, None, False
+    while not done:
+        action, state = policy.predict(observation, state, reward=reward)
+        observation, reward, terminated, truncated, _ = env.step(action)
+        done = terminated or truncated
 
-`prev_action` None means "no previous action" (the start of an episode,
-the model's `first_prev_action`), `prev_reward` None means zeros. A policy
-with a learned action repeat also returns how often to repeat the action
-(`state['prev_step_mul']`); `run_episode` repeats it. A policy exported with an
-action mask (docs/action-masks.md) takes the environment's `Dict` observation,
-batched (`{'observation': [B, ...], 'action_mask': [B, n]}`), and never returns a
-masked action.
+`predict` (Stable-Baselines3's call) takes the environment's observation as it
+is, one or a batch `[B, ...]`, and returns the action in the environment's format
+(a tuple or dict for a `Tuple` or `Dict` action) and the state to pass with the
+next observation. The state carries the policy's memory and the action it
+returned; `state=None` starts new episodes, and `episode_start` (a bool, or `[B]`
+bools) starts new ones where it is true, such as after `env.reset()`. `reward` is
+the reward the previous action earned (a float, or `[B]`): the policies of CLEAR,
+IMPALA and ACER read it, so it is required except at episode starts (SAC's
+policies do not read it; `specs['conditions_on_previous']` says which).
+`run_episode(env, seed)` plays one episode.
+
+`step(observation, prev_action, prev_reward, state)` is the SavedModel's own call,
+batch-major: `prev_action` None (or `first` true) marks an episode's first step.
+A policy with a learned action repeat returns how often to repeat the action as
+`state.repeat` (`predict`) or `state['prev_step_mul']` (`step`); `run_episode`
+repeats it.
 """
 
+import dataclasses
 import json
 from typing import Any, Dict, Optional, Sequence, Tuple
 
@@ -27,11 +40,66 @@ import tensorflow as tf
 
 
 class PolicyError(ValueError):
-    """Not a policy SavedModel, or an environment that does not fit it."""
+    """Not a policy SavedModel, or an environment or input that does not fit it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyState:
+    """What `predict` returns to be passed in with the next observation (B rows)."""
+    core: Dict[str, tf.Tensor]  # the SavedModel's `state_0 ... state_K` (and `prev_step_mul`)
+    action: Any  # the actions `predict` returned, batched `[B, ...]`, environment's format
+    batched: bool  # whether the caller passes batches
+
+    @property
+    def repeat(self) -> Any:
+        """With a learned action repeat: how many times to take the action (`[B]` int,
+        or an int for one observation); None otherwise."""
+        repeats = self.core.get('prev_step_mul')
+        if repeats is None:
+            return None
+        repeats = np.asarray(repeats)
+        return repeats if self.batched else int(repeats[0])
+
+
+def _at(nest: Any, path: Sequence[Any]) -> Any:
+    for key in path:
+        nest = nest[key]
+    return nest
+
+
+def _pack(parts: Sequence[dict], values: Sequence[Any]) -> Any:
+    """The nest the specs' paths describe (dicts for keys, tuples for indices)."""
+    if len(parts) == 1 and not parts[0]['path']:
+        return values[0]
+    root: Dict[Any, Any] = {}
+    for part, value in zip(parts, values):
+        node = root
+        for key in part['path'][:-1]:
+            node = node.setdefault(key, {})
+        node[part['path'][-1]] = value
+
+    def containers(node):
+        if not isinstance(node, dict):
+            return node
+        members = {k: containers(v) for k, v in node.items()}
+        if all(isinstance(k, int) for k in members):
+            return tuple(members[i] for i in range(len(members)))
+        return members
+
+    return containers(root)
+
+
+def _rows(value: Any, batch: int, dtype) -> np.ndarray:
+    """A scalar or `[B]` value as `[B]` of `dtype`."""
+    value = np.asarray(value, dtype).reshape(-1)
+    if value.size not in (1, batch):
+        raise PolicyError(f'expected one value or {batch} (one per observation), got '
+                          f'{value.size}')
+    return np.broadcast_to(value, [batch])
 
 
 class Policy:
-    """A loaded SavedModel policy of `launch/export.py`; batch-major inputs `[B, ...]`."""
+    """A loaded SavedModel policy of `launch/export.py`."""
 
     def __init__(self, saved_model_dir: str):
         if not tf.saved_model.contains_saved_model(saved_model_dir or ''):
@@ -42,9 +110,11 @@ class Policy:
                               f'`specs` signature')
         self.specs: Dict[str, Any] = json.loads(
             self.model.signatures['specs']()['specs'].numpy().decode())
-        self._observation_dtype = tf.as_dtype(self.specs['observation']['dtype'])
-        self._action_dtype = tf.as_dtype(self.specs['action']['dtype'])
-        self._key = self.specs['observation'].get('key')  # a masked Dict's other member
+        if 'observation_inputs' not in self.specs:
+            raise PolicyError(f'{saved_model_dir!r} was exported without the `first` input: '
+                              f'export it again from its run (launch/export.py --logdir=RUN)')
+        self._inputs = self.specs['observation_inputs']
+        self._outputs = self.specs['action_outputs']
 
     @property
     def env_id(self) -> str:
@@ -52,51 +122,91 @@ class Policy:
         return self.specs['env']
 
     def initial_state(self, batch_size: int = 1) -> Dict[str, tf.Tensor]:
-        """The core state at the start of `batch_size` episodes."""
+        """The core state at the start of `batch_size` episodes (`step`'s state)."""
         state = dict(self.model.signatures['initial_state'](batch_size=tf.constant(batch_size)))
         if 'step_mul' in self.specs:  # a learned action repeat: none before the first step
             state['prev_step_mul'] = tf.zeros([batch_size], tf.int32)
         return state
 
-    def step(self, observation, prev_action, prev_reward, state: Dict[str, tf.Tensor],
-             deterministic: bool = True) -> Tuple[np.ndarray, Dict[str, tf.Tensor]]:
-        """(action `[B, ...]`, next state) for observations `[B, ...]`; `deterministic`:
-        the greedy (or mean) action, else a sample. With an action mask, `observation`
-        is the Dict of batched members."""
-        inputs = {}
-        if self._key:
-            inputs['action_mask'] = tf.constant(observation['action_mask'], tf.float32)
-            observation = observation[self._key]
-        observation = np.asarray(observation)
-        batch = observation.shape[0]
-        if prev_action is None:
-            prev_action = np.broadcast_to(self.specs.get('first_prev_action', 0),
-                                          [batch, *self.specs['action']['shape']])
-        if prev_reward is None:
-            prev_reward = np.zeros([batch], np.float32)
-        outputs = dict(self.model.signatures['step_deterministic' if deterministic else 'step'](
-            observation=tf.constant(observation, self._observation_dtype),
-            prev_action=tf.cast(prev_action, self._action_dtype),
-            prev_reward=tf.constant(prev_reward, tf.float32), **inputs, **state))
-        action = outputs.pop('action').numpy()
+    def step(self, observation: Any, prev_action: Any, prev_reward: Any,
+             state: Dict[str, tf.Tensor], deterministic: bool = True,
+             first: Any = None) -> Tuple[Any, Dict[str, tf.Tensor]]:
+        """(action `[B, ...]`, next state) for a batch of observations `[B, ...]` (a nest
+        of batched members for a `Tuple` / `Dict` observation). `prev_action`: the
+        batched action taken before, or None at episodes' first steps; `prev_reward`
+        `[B]` (None: zeros); `first` `[B]` bool (default: `prev_action is None`);
+        `deterministic`: the greedy (or mean) action, else a sample."""
+        inputs = {i['name']: tf.constant(np.asarray(_at(observation, i['path']), i['dtype']))
+                  for i in self._inputs}
+        batch = int(next(iter(inputs.values())).shape[0])
+        for o in self._outputs:
+            value = (np.zeros([batch, *o['shape']], o['dtype']) if prev_action is None
+                     else np.asarray(_at(prev_action, o['path'])))
+            inputs[o['prev_name']] = tf.cast(value, o['dtype'])
+        if first is None:
+            first = prev_action is None
+        inputs['first'] = tf.constant(_rows(first, batch, bool))
+        inputs['prev_reward'] = tf.constant(
+            _rows(0.0 if prev_reward is None else prev_reward, batch, np.float32))
+        if 'step_mul' in self.specs:
+            inputs['prev_step_mul'] = state['prev_step_mul']
+        inputs.update({k: v for k, v in state.items() if k != 'prev_step_mul'})
+        signature = 'step_deterministic' if deterministic else 'step'
+        outputs = dict(self.model.signatures[signature](**inputs))
+        action = _pack(self._outputs, [outputs.pop(o['name']).numpy() for o in self._outputs])
         repeats = outputs.pop('step_mul', None)
         if repeats is not None:
             outputs['prev_step_mul'] = repeats
         return action, outputs
 
+    def predict(self, observation: Any, state: Optional[PolicyState] = None,
+                episode_start: Any = None, deterministic: bool = True,
+                reward: Any = None) -> Tuple[Any, PolicyState]:
+        """(action, state) for the environment's observation, one or a batch; see the
+        module doc. `deterministic`: the greedy (or mean) action, else a sample."""
+        leaf = np.asarray(_at(observation, self._inputs[0]['path']))
+        rank = len(self._inputs[0]['shape'])
+        if leaf.ndim not in (rank, rank + 1):
+            raise PolicyError(f'the policy takes observations of shape {self._inputs[0]["shape"]} '
+                              f'(or a batch of them), got shape {list(leaf.shape)}')
+        batched = leaf.ndim == rank + 1
+        if not batched:
+            observation = tf.nest.map_structure(lambda x: np.asarray(x)[None], observation)
+        batch = leaf.shape[0] if batched else 1
+        if state is None:
+            core, prev_action, starts = self.initial_state(batch), None, np.ones(batch, bool)
+        else:
+            episodes = np.shape(tf.nest.flatten(state.action)[0])[0]
+            if episodes != batch:
+                raise PolicyError(f'the state is of {episodes} episodes, the observation of '
+                                  f'{batch}')
+            core, prev_action = state.core, state.action
+            starts = _rows(False if episode_start is None else episode_start, batch, bool)
+        if reward is None:
+            if self.specs['conditions_on_previous'] and not starts.all():
+                raise PolicyError('this policy reads the previous reward: pass predict(..., '
+                                  'reward=r) with the reward env.step returned (not needed '
+                                  'where episode_start is true)')
+            reward = 0.0
+        action, core = self.step(observation, prev_action, _rows(reward, batch, np.float32),
+                                 core, deterministic, first=starts)
+        state = PolicyState(core, action, batched)
+        return (action if batched else tf.nest.map_structure(lambda a: a[0], action)), state
+
     def check_env(self, env: gym.Env) -> None:
         """Raises `PolicyError` when `env`'s spaces are not the policy's."""
-        observation = env.observation_space
-        if self._key and isinstance(observation, gym.spaces.Dict):
-            observation = observation.spaces.get(self._key)
-        shape = list(getattr(observation, 'shape', None) or [])
-        if shape != self.specs['observation']['shape']:
-            raise PolicyError(
-                f'the environment observes {observation} but the policy expects shape '
-                f'{self.specs["observation"]["shape"]} (exported for {self.env_id})')
-        if list(env.action_space.shape or []) != self.specs['action']['shape']:
-            raise PolicyError(f'the environment acts in {env.action_space} but the policy '
-                              f'outputs {self.specs["action"]["space"]}')
+        for spaces, parts, what in ((env.observation_space, self._inputs, 'observes'),
+                                    (env.action_space, self._outputs, 'acts in')):
+            for part in parts:
+                try:
+                    shape = list(_at(spaces, part['path']).shape or [])
+                except (KeyError, IndexError, TypeError):
+                    shape = None
+                if shape != part['shape']:
+                    at = ''.join(f'[{k!r}]' for k in part['path'])
+                    raise PolicyError(
+                        f'the environment {what} {spaces} but the policy expects shape '
+                        f'{part["shape"]}{f" at {at}" if at else ""} (exported for {self.env_id})')
 
     def run_episode(self, env: gym.Env, seed: Optional[int] = None, deterministic: bool = True,
                     epsilon: float = 0.0, rng: Optional[np.random.Generator] = None,
@@ -114,18 +224,15 @@ class Policy:
         self.check_env(env)
         rng = rng or np.random.default_rng(seed)
         observation, _ = env.reset(seed=seed)
-        state = self.initial_state(1)
-        prev_action, prev_reward = None, None
+        state, reward = None, None
         total, regret, done = 0.0, None, False
         while not done:
             explore = bool(epsilon) and rng.random() < epsilon
-            batched = tf.nest.map_structure(lambda x: np.asarray(x)[None], observation)
-            action, state = self.step(batched, prev_action, prev_reward,
-                                      state, deterministic and not explore)
-            repeats = state.get('prev_step_mul')
+            action, state = self.predict(observation, state, None,
+                                         deterministic and not explore, reward)
             reward = 0.0
-            for _ in range(1 if repeats is None else int(repeats.numpy()[0])):
-                observation, one, terminated, truncated, info = env.step(action[0])
+            for _ in range(state.repeat or 1):
+                observation, one, terminated, truncated, info = env.step(action)
                 reward += scalar_reward(one, reward_weights)
                 if 'regret' in info:
                     regret = (regret or 0.0) + float(info['regret'])
@@ -133,7 +240,6 @@ class Policy:
                 if done:
                     break
             total += reward
-            prev_action, prev_reward = action, np.array([reward], np.float32)
         return total, regret
 
 

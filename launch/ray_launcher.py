@@ -22,7 +22,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from absl import logging
 
-from reverb_agents.launch import roles, rundir
+from reverb_agents.launch import isolation, roles, rundir
 from reverb_agents.launch.options import RunOptions
 
 CONNECT_TIMEOUT_S = 10.0  # an address given with --ray_address must answer within this
@@ -210,6 +210,11 @@ def run(options: RunOptions, config: Any, num_actors: int, address: str, actor_c
             'replay', options, config, False)
         where = ray.get(replay.free_port.remote())
         replay_address = f'{where["ip"]}:{where["port"]}'
+        exposed = isolation.trusted_network_line(
+            replay_address, "Ray's own ports and the replay server at {} are open",
+            any_address=True)
+        if exposed:  # Ray's roles talk across the cluster's network; no namespace holds them
+            print(exposed, file=sys.stderr, flush=True)
         replay_task = replay.replay.remote(where['port'], replay_checkpoint_interval_s)
         logging.info('replay server at %s; starting the learner and %d actors', replay_address,
                      num_actors)

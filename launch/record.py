@@ -24,6 +24,7 @@ import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
+from reverb_agents.launch import help as help_lib  # noqa: E402  (no TensorFlow)
 from reverb_agents.replay import demos as demos_lib  # noqa: E402  (numpy and gymnasium only)
 
 if TYPE_CHECKING:  # TensorFlow is imported in `main`, after the checks that need none
@@ -111,4 +112,6 @@ def main(argv):
 
 
 if __name__ == '__main__':
-    app.run(main)
+    app.run(main, flags_parser=help_lib.script_parser(
+        FLAGS, __doc__, 'saved_model', '--saved_model=DIR --output=FILE [--env=ID] '
+        '[--episodes=N] [--FLAG=VALUE ...]'))

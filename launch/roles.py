@@ -25,6 +25,10 @@ Decisions this module makes (docs/design.md, "Multi-process roles"):
 - **Replay checkpoints** (Reverb's checkpointer) go to
   `<logdir>/replay_checkpoints` every `--replay_checkpoint_interval_s` and at
   shutdown; a replay server started on the same logdir loads the latest one.
+- **One run per logdir**: the replay role holds `<logdir>/.lock` while it
+  serves (`launch/lockfile.py`), so a second run's replay role on the same
+  logdir is refused with one line; it also refuses tables larger than the
+  machine's memory (`launch/memory.py`).
 - **SIGTERM / SIGINT** end a role cleanly: the learner checkpoints and exits 0
   without evaluating; the replay server checkpoints its tables first.
 - **The learner process exits without closing its data stream** (`os._exit`
@@ -43,7 +47,7 @@ from typing import Any, Dict, Optional
 import reverb
 from absl import logging
 
-from reverb_agents.launch import data, rundir
+from reverb_agents.launch import data, isolation, memory, rundir
 from reverb_agents.launch import setup as setup_lib
 from reverb_agents.launch.actor import EpisodeStats
 from reverb_agents.launch.learner_loop import LearnerRun
@@ -91,10 +95,19 @@ def _setup(options: RunOptions, config: Any, num_envs: int = 1):
 
 def run_replay(options: RunOptions, config: Any, port: int,
                checkpoint_interval_s: float, stop: threading.Event) -> None:
-    """Serves the run's tables on `port` until `stop`, checkpointing them."""
+    """Serves the run's tables on `port` until `stop`, checkpointing them. It holds the
+    logdir's lock for the run (the learner and actors share the logdir and take none)."""
     envs, setup = _setup(options, config)
     envs.close()
+    memory.check_replay_memory(setup.layout, setup.plan)
+    with rundir.lock_logdir(options.logdir, command='run.py --role=replay'):
+        _serve(setup, port, checkpoint_interval_s, stop)
+
+
+def _serve(setup: setup_lib.RunSetup, port: int, checkpoint_interval_s: float,
+           stop: threading.Event) -> None:
     server = setup_lib.make_server(setup, port, checkpoint=True)
+    isolation.announce(server.port)  # isolated with its launcher, or open to the network
     client = reverb.Client(f'localhost:{server.port}')
     logging.info('replay server on port %d; tables hold %s', server.port,
                  tables_lib.table_sizes(client))
@@ -164,7 +177,7 @@ def run_learner(options: RunOptions, config: Any, address: str,
     if stop.is_set():
         run.save()
         logging.info('stopped at learner step %d, env step %d; checkpoint in %s',
-                     run.learner_steps, run.total_env_steps(), run.manager.directory)
+                     run.learner_steps, run.total_env_steps(), run.checkpoints.manager.directory)
         return None
     watchdog.stop()
     summary = run.finish(stats)

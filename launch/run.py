@@ -5,7 +5,10 @@ flags, default presets and their checks are `launch/command_line.py`. Bad
 input ends with one line on stderr and exit status 1. Ctrl-C checkpoints,
 exports and exits with status 130 (`launch/inprocess.py`). The console is
 `launch/console.py`'s: native log noise filtered (unless `--verbose`), one
-progress display, status lines, a final table.
+progress display, status lines, a final table. Before anything else, an
+in-process or multi-process run moves into a network namespace of its own
+with loopback only, so nothing outside it reaches its replay server
+(`launch/isolation.py`, `--network_isolation`).
 """
 
 import os
@@ -14,16 +17,24 @@ from typing import Any, Dict, List, Optional
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from reverb_agents.launch import console  # noqa: E402  (imports nothing heavy)
+from reverb_agents.launch import console, isolation  # noqa: E402  (import nothing heavy)
 
-if __name__ == '__main__' and not console.verbose_requested(sys.argv):
-    console.quiet_native_output()  # before TensorFlow prints its CUDA start-up errors
+_NETWORK = (False, None)  # (isolated, why not): `isolation.start`'s answer
+if __name__ == '__main__':
+    try:  # first: a new user namespace needs a process of one thread
+        _NETWORK = isolation.start(sys.argv)
+    except isolation.IsolationError as e:
+        print(f'error: {e}', file=sys.stderr)
+        sys.exit(1)
+    if not console.verbose_requested(sys.argv):
+        console.quiet_native_output()  # before TensorFlow prints its CUDA start-up errors
 
 from absl import app, flags, logging  # noqa: E402
 
 from reverb_agents.agents import registry  # noqa: E402
 from reverb_agents.launch import command_line, environments, inprocess, launcher, ray_launcher, rundir, roles  # noqa: E402,E501
 from reverb_agents.launch import preset_files  # noqa: E402
+from reverb_agents.launch import help as help_lib  # noqa: E402
 from reverb_agents.launch import setup as setup_lib  # noqa: E402
 from reverb_agents.launch.options import RunOptions  # noqa: E402
 from reverb_agents.replay import connection  # noqa: E402
@@ -36,7 +47,9 @@ _PRESET: List[Optional[str]] = [None]  # the default preset `parse_flags` applie
 
 def parse_flags(argv: List[str]) -> List[str]:
     """absl's parse with the default preset (`command_line.parse`); a bad flag is one
-    `error:` line and exit status 1."""
+    `error:` line and exit status 1. `--help` (`--agent=NAME --help`) and `--helpfull`
+    print `launch/help.py`'s help and exit 0."""
+    help_lib.handle_run_help(FLAGS, argv)
     try:
         rest, _PRESET[0] = command_line.parse(argv, FLAGS)
     except flags.Error as e:
@@ -54,7 +67,8 @@ def _start_line(options: RunOptions) -> str:
     preset = _PRESET[0]
     return (f'{"resuming" if FLAGS.resume else "training"} {options.agent} on {options.env} '
             f'for {options.num_steps:,} env steps'
-            + (f' (preset {preset_files.preset_name(preset)}; --no_preset for none)' if preset else '')
+            + (f' (preset {preset_files.preset_name(preset)}; --preset=none for none)'
+               if preset else '')
             + f'\nlogdir: {options.logdir}')
 
 
@@ -92,6 +106,9 @@ def main(argv):
     logdir = FLAGS.logdir
     try:
         options, config = resolve()
+        if _NETWORK[0] and (FLAGS.role or FLAGS.launcher == 'ray'):  # `isolation.start` misread
+            raise ValueError('--role and --launcher=ray need the network; give '
+                             '--network_isolation=off')
         setup_lib.set_intra_op_threads(options.intra_op_threads)
         logdir = options.logdir
         rundir.check_logdir(options.logdir)
@@ -134,6 +151,9 @@ def main(argv):
 
 def run_role(options: RunOptions, config) -> None:
     stop = roles.stop_on_signals()
+    exposed = FLAGS.role != 'replay' and isolation.trusted_network_line(FLAGS.replay_address)
+    if exposed:
+        print(exposed, file=sys.stderr, flush=True)
     if FLAGS.role == 'replay':
         roles.run_replay(options, config, FLAGS.replay_port, FLAGS.replay_checkpoint_interval_s,
                          stop)

@@ -1,12 +1,16 @@
 """A run's directory: what it holds and the checks that keep it intact.
 
 `<logdir>/run_config.json` (agent, env, config) is written once a run has
-started cleanly; `<logdir>/checkpoints/` holds the learner's checkpoints.
+started cleanly; `<logdir>/checkpoints/` holds the learner's checkpoints;
+`<logdir>/replay_pairs/` an in-process `--save_replay` run's replay checkpoint
+paired with its last learner checkpoint (`launch/checkpoint_pairs.py`);
+`<logdir>/.lock` says which live process runs there (`launch/lockfile.py`,
+`lock_logdir`).
 Every check here fails with a `TrainingError` (one line) *before* anything in
 the directory is written, so a refused run leaves an earlier run untouched:
-a `--logdir` that is a file, a directory holding another agent's or
-environment's run, and a checkpoint that is corrupt or does not match the
-learner being built.
+a `--logdir` that is a file or in use by a live run, a directory holding
+another agent's or environment's run, and a checkpoint that is corrupt or
+does not match the learner being built.
 """
 
 import dataclasses
@@ -15,10 +19,18 @@ import os
 from typing import Any, Dict, List, Optional
 
 import tensorflow as tf
+from absl import logging
+
+from reverb_agents.launch import lockfile
 
 RUN_CONFIG = 'run_config.json'  # agent, env and config of a run, written at its start
+SUMMARY = 'summary.json'  # what a run reached, written at its end
 CHECKPOINTS = 'checkpoints'
-REPLAY_CHECKPOINTS = 'replay_checkpoints'  # Reverb's checkpoints of the run's tables
+REPLAY_CHECKPOINTS = 'replay_checkpoints'  # Reverb's checkpoints of a multi-process run's tables
+REPLAY_PAIRS = 'replay_pairs'  # an in-process run's replay checkpoint of its last learner one
+PAIR_RECORD = 'pair.json'  # in REPLAY_PAIRS: the learner and replay checkpoints of one save
+STAGING = 'staging'  # in REPLAY_PAIRS: where Reverb writes a checkpoint before it is paired
+KEPT_CHECKPOINTS = 3  # learner checkpoints kept (the pair's replay: only the newest)
 
 
 class TrainingError(RuntimeError):
@@ -74,6 +86,14 @@ def write_run_config(logdir: str, agent: str, env: str, config: Any,
         json.dump(run, f, indent=2)
 
 
+def write_summary(logdir: str, summary: Dict[str, Any]) -> str:
+    """Writes a run's `summary.json`; returns its path."""
+    path = os.path.join(logdir, SUMMARY)
+    with open(path, 'w') as f:
+        json.dump(summary, f, indent=2)
+    return path
+
+
 def flat_config(config: Dict[str, Any]) -> Dict[str, Any]:
     """A config dict with sub-configs' fields at the top (their flag names), values as JSON
     reads them back (tuples as lists)."""
@@ -105,7 +125,8 @@ def check_start(logdir: str, resume: bool, options: Any, config: Any) -> None:
     """A new run needs a missing or empty `logdir`; `--resume` needs a run there started
     with the same agent, environment, config and seed (`options`: `RunOptions`).
     Raises `TrainingError` naming the choices or the differing flags."""
-    held = os.path.isdir(logdir) and bool(os.listdir(logdir))
+    check_free(logdir)
+    held = os.path.isdir(logdir) and bool(set(os.listdir(logdir)) - {lockfile.LOCK_FILE})
     if not resume:
         if held:
             raise TrainingError(
@@ -125,11 +146,33 @@ def check_start(logdir: str, resume: bool, options: Any, config: Any) -> None:
                             f'--resume out (and --logdir) for a new run')
 
 
+def check_free(logdir: str) -> None:
+    """Raises while a live process holds `logdir` (`launch/lockfile.py`); writes nothing."""
+    try:
+        lockfile.check_free(logdir)
+    except lockfile.LogdirInUseError as e:
+        raise TrainingError(str(e)) from None
+
+
+def lock_logdir(logdir: str, command: Optional[str] = None) -> lockfile.LogdirLock:
+    """Takes `logdir` for this process until the returned lock is released (a `with`
+    block); raises while another live process holds it. A crashed run's stale lock is
+    taken over."""
+    try:
+        lock = lockfile.acquire(logdir, command)
+    except lockfile.LogdirInUseError as e:
+        raise TrainingError(str(e)) from None
+    if lock.took_over is not None:
+        logging.warning('took over the lock of %s from pid %s, which is gone', logdir,
+                        lock.took_over.get('pid', '?'))
+    return lock
+
+
 def checkpoint_manager(checkpoint: tf.train.Checkpoint, logdir: str) -> tf.train.CheckpointManager:
     """The learner's checkpoints in `<logdir>/checkpoints`, the last three kept."""
     directory = os.path.join(logdir, CHECKPOINTS)
     try:
-        manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=3)
+        manager = tf.train.CheckpointManager(checkpoint, directory, max_to_keep=KEPT_CHECKPOINTS)
     except Exception as e:  # noqa: BLE001 - a corrupt index raises protobuf's ParseError
         raise TrainingError(f'cannot read the checkpoint index in {directory}: '
                             f'{describe(e)}') from None

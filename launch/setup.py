@@ -9,7 +9,7 @@ the acting network.
 
 import dataclasses
 import os
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Tuple, Union
 
 import gymnasium as gym
 import numpy as np
@@ -18,7 +18,7 @@ import tensorflow as tf
 from absl import logging
 
 from reverb_agents.agents import contract, registry
-from reverb_agents.launch import action_repeat, console, environments, rundir, shared_spaces, task_sequence
+from reverb_agents.launch import action_repeat, checkpoint_pairs, console, environments, rundir, shared_spaces, task_sequence  # noqa: E501
 from reverb_agents.launch.actor import Actor, EpisodeStats
 from reverb_agents.launch.options import RunOptions
 from reverb_agents.networks.cores import ActorCriticCore
@@ -164,14 +164,21 @@ def make_server_tables(setup: RunSetup) -> List[reverb.Table]:
         seeded_sampling=setup.options.deterministic)
 
 
-def make_server(setup: RunSetup, port: int = 0, checkpoint: bool = False,
+def make_server(setup: RunSetup, port: int = 0,
+                checkpoint: Union[bool, Tuple[str, Optional[str]]] = False,
                 tables: Optional[List[reverb.Table]] = None) -> reverb.Server:
     """The run's Reverb server on `port` (0: a free one) serving `tables` (default
-    `make_server_tables(setup)`). With `checkpoint`, it loads the latest checkpoint in
-    `<logdir>/replay_checkpoints` (if any), and `client.checkpoint()` writes a new one
-    there."""
+    `make_server_tables(setup)`). With `checkpoint` True, it loads the latest checkpoint
+    in `<logdir>/replay_checkpoints` (else the replay of an in-process run's last
+    checkpoint pair, if any), and `client.checkpoint()` writes a new one there;
+    `checkpoint=(directory, path)` names them (an in-process run's pair,
+    `launch.checkpoint_pairs.Checkpoints.prepare_replay`)."""
+    if checkpoint is True:
+        checkpoint = (os.path.join(setup.options.logdir, rundir.REPLAY_CHECKPOINTS),
+                      checkpoint_pairs.paired_replay(setup.options.logdir))
+    # Reverb loads `path` only where `directory` holds no whole checkpoint.
     checkpointer = (reverb.checkpointers.DefaultCheckpointer(
-        os.path.join(setup.options.logdir, rundir.REPLAY_CHECKPOINTS)) if checkpoint else None)
+        checkpoint[0], fallback_checkpoint_path=checkpoint[1]) if checkpoint else None)
     return reverb.Server(tables or make_server_tables(setup), port=port or None,
                          checkpointer=checkpointer)
 

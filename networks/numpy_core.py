@@ -1,9 +1,10 @@
 """A numpy mirror of `ActorCriticCore.__call__` plus action sampling, for actors.
 
 Why: on the 2-core machines this library targets, one `tf.function` call
-costs about 1-2 ms however small the graph (dispatch and executor overhead),
-which caps a 16-environment actor near 8k env steps/s and, in-process, takes
-the GIL from the learner. The same step in numpy takes ~0.1-0.3 ms.
+costs milliseconds however small the graph (dispatch and executor overhead),
+several times the whole step in numpy; that caps a small actor's env steps
+and, in-process, takes the GIL from the learner (measured:
+docs/benchmarks.md#clear-and-acer-actor-and-learner).
 
 The Sonnet core stays the definition. `NumpyCore` walks its parts
 (`ActorCriticCore.parts`) and builds one mirror per part from the part's exact
@@ -22,8 +23,8 @@ variables again on `refresh()` (after every weight fetch);
 
 Image torsos are mirrored for TF-free acting and checks, but `supports()` is
 False for them, so actors keep the TF path there: a numpy convolution
-(im2col + matmul) is not faster than TF's. Measured here (2 cores), Nature CNN
-on 16 84x84x4 images: TF 8-10 ms per call, this mirror 15-25 ms.
+(im2col + matmul) is slower than TF's (measured on the Nature CNN:
+docs/benchmarks.md#pixels-minatar-and-atari).
 """
 
 import math

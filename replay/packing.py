@@ -1,9 +1,9 @@
 """How a `Sequence` is laid out in Reverb: one column per dtype.
 
 Reverb's sampler pays per column of an item (each column is its own chunk to
-find, decompress and slice), and a `Sequence` has ten or more fields. Measured
-on this machine (`tf.data` batches of 32 items of 80 floats each, 2026-11-23):
-12 columns 450 batches/s, 4 columns 725, one column 1,470. So each item is
+find, decompress and slice), and a `Sequence` has ten or more fields: the
+same floats read as one column come several times faster than as twelve
+(measured: docs/benchmarks.md#replay-and-the-data-pipeline). So each item is
 stored packed: every field of `steps` is flattened over its own dimensions
 and the fields of one dtype are concatenated on a last axis, one column per
 dtype (`[L, (E,) F]`); the core state likewise (`[(E,) F]`). For a

@@ -7,12 +7,11 @@ and the learner can bootstrap from the last one.
 
 Grouped items (SAC): one item holds the same `L` steps of *all* `E`
 environments of an actor (`[L, E, ...]`, core state `[E, ...]`), so a
-learner batch of 256 transitions is 256 / E samples instead of 256. On this
-library's machines Reverb cost ~25-40 us of CPU per sampled item whatever
-its size (one column per field, before `replay.packing`), so ungrouped
-length-2 items capped a SAC learner near 100 batches/s on a whole core
-(measured: 8 envs per item, ~1.9 ms of CPU per batch of 256 instead of
-~10). The price: the environments of one time step share a batch. The
+learner batch of 256 transitions is 256 / E samples instead of 256. Reverb's
+CPU cost per sampled item hardly depends on the item's size, so ungrouped
+length-2 items capped a SAC learner's feed well below what its update could
+take (measured: docs/benchmarks.md#replay-and-the-data-pipeline). The price:
+the environments of one time step share a batch. The
 dataset turns grouped items back into `[L, B]` batches.
 
 Episode ends. Vector environments run in gymnasium's default autoreset mode

@@ -5,8 +5,9 @@ completes a sequence at the same moment. Steps are therefore buffered in
 numpy (`[L, B, ...]`, no per-environment Python work per step), and each
 finished sequence is appended to Reverb as *one* step of the writer and
 referenced by one item per table: the data is sent once and indexed in
-`queue` and `replay`. This is ~5x cheaper than appending every environment
-step to Reverb (docs/benchmarks.md, "Write path"). Items are stored packed, one
+`queue` and `replay`. This is several times cheaper than appending every
+environment step to Reverb (measured:
+docs/benchmarks.md#replay-and-the-data-pipeline). Items are stored packed, one
 column per dtype (`replay.packing`).
 """
 

@@ -7,6 +7,11 @@ The Python API is here, loaded on first use so that `import reverb_agents`
 starts no TensorFlow:
 
     from reverb_agents import train, load_policy
+
+That first use imports TensorFlow with its native start-up lines (CUDA
+factories, oneDNN, CPU features, TF-TRT) filtered from the process's
+stderr while it loads (`launch.console.native_noise_filtered`); everything
+else on stderr, then and later, passes.
 """
 
 import importlib
@@ -14,11 +19,16 @@ import importlib
 __version__ = '0.1.0'
 
 _API = {'train': 'reverb_agents.launch.api', 'Result': 'reverb_agents.launch.api',
-        'load_policy': 'reverb_agents.launch.policy', 'Policy': 'reverb_agents.launch.policy'}
+        'load_policy': 'reverb_agents.launch.policy', 'Policy': 'reverb_agents.launch.policy',
+        'StopTraining': 'reverb_agents.launch.callbacks',
+        'TrainingProgress': 'reverb_agents.launch.callbacks'}
 __all__ = sorted(_API)
 
 
 def __getattr__(name):
     if name in _API:
-        return getattr(importlib.import_module(_API[name]), name)
+        from reverb_agents.launch import console  # imports nothing heavy
+        with console.native_noise_filtered():
+            module = importlib.import_module(_API[name])
+        return getattr(module, name)
     raise AttributeError(f'module {__name__!r} has no attribute {name!r}')

@@ -55,7 +55,7 @@ def _run_script(name: str, args: Sequence[str], extra_env: Optional[Dict[str, st
     # The checkout root on the path: `--env=tests.envs:...` names this package's test
     # environments, as a user's `--env=mymodule:MyEnv-v0` names theirs.
     path = os.pathsep.join(p for p in (ROOT, os.environ.get('PYTHONPATH')) if p)
-    env = dict(os.environ, PYTHONPATH=path, **(extra_env or {}))
+    env = {**os.environ, 'PYTHONPATH': path, **(extra_env or {})}
     result = subprocess.run([sys.executable, os.path.join(ROOT, 'launch', f'{name}.py'), *args],
                             capture_output=True, text=True, timeout=timeout, env=env)
     return CliResult(result.returncode, result.stdout, result.stderr)
@@ -177,9 +177,11 @@ def library_greedy_returns(core, action_space, env_id: str, seeds: Sequence[int]
     """In-library greedy returns, one environment, batch size 1, episode i on seeds[i]."""
     import tensorflow as tf
     from reverb_agents.launch.actor import Policy
+    from reverb_agents.networks.observations import numpy_caster
 
     policy = Policy(core, action_space, seed=0, deterministic=True)
     env = gym.make(env_id)
+    cast = numpy_caster(env.observation_space)  # as the actors store observations
     returns = []
     for seed in seeds:
         obs, _ = env.reset(seed=seed)
@@ -188,9 +190,10 @@ def library_greedy_returns(core, action_space, env_id: str, seeds: Sequence[int]
                             for s in action_space.action_specs())
         prev_reward, first, total, done = np.zeros([1], np.float32), np.ones([1], bool), 0.0, False
         while not done:
-            batched = tf.nest.map_structure(lambda x: np.asarray(x, np.float32)[None], obs)
+            batched = cast(tf.nest.map_structure(lambda x: np.asarray(x)[None], obs))
             action, _, _, _, state = policy(batched, prev_action, prev_reward, first, state)
-            obs, reward, terminated, truncated, _ = env.step(action_space.to_env(action)[0])
+            env_action = tf.nest.map_structure(lambda a: a[0], action_space.to_env(action))
+            obs, reward, terminated, truncated, _ = env.step(env_action)
             total += reward
             done = terminated or truncated
             prev_action, prev_reward = action, np.array([reward], np.float32)
@@ -199,6 +202,10 @@ def library_greedy_returns(core, action_space, env_id: str, seeds: Sequence[int]
     return returns
 
 
+# A consumer with nothing but TensorFlow, numpy and gymnasium: it builds the inputs
+# from the specs' `observation_inputs` (path into the observation, dtype), feeds
+# `first` true and zeros for the previous action and reward at each episode's first
+# step, and builds the environment's action from `action_outputs`.
 STANDALONE = textwrap.dedent('''
     import json, sys
     import gymnasium as gym
@@ -208,34 +215,44 @@ STANDALONE = textwrap.dedent('''
     path, env_id, seeds = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
     model = tf.saved_model.load(path)
     specs = json.loads(model.signatures['specs']()['specs'].numpy().decode())
-    action_shape, action_dtype = specs['action']['shape'], tf.as_dtype(specs['action']['dtype'])
     step = model.signatures['step_deterministic']
-    key = specs['observation'].get('key')  # a Dict observation with an action mask
+    inputs_, outputs_ = specs['observation_inputs'], specs['action_outputs']
+
+    def at(nest, path):
+        for key in path:
+            nest = nest[key]
+        return nest
+
+    def env_action(values):
+        if len(outputs_) == 1 and not outputs_[0]['path']:
+            return values[0]
+        parts = {o['path'][0]: v for o, v in zip(outputs_, values)}  # one level: Tuple / Dict
+        return tuple(parts[i] for i in range(len(parts))) if 0 in parts else parts
+
     env = gym.make(env_id)
     returns = []
     for seed in seeds:
         obs, _ = env.reset(seed=seed)
         inputs = dict(model.signatures['initial_state'](batch_size=tf.constant(1)))
-        inputs['prev_action'] = tf.cast(tf.broadcast_to(specs['first_prev_action'],
-                                                        [1, *action_shape]), action_dtype)
+        for o in outputs_:
+            inputs[o['prev_name']] = tf.zeros([1, *o['shape']], o['dtype'])
         inputs['prev_reward'] = tf.zeros([1], tf.float32)
-        total, done = 0.0, False
+        total, done, t = 0.0, False, 0
         while not done:
-            if key:
-                inputs['action_mask'] = tf.constant(np.asarray(obs['action_mask'], np.float32)[None])
-                obs = obs[key]
-            inputs['observation'] = tf.constant(np.asarray(obs, np.float32)[None])
+            inputs['first'] = tf.constant([t == 0])
+            for i in inputs_:
+                inputs[i['name']] = tf.constant(np.asarray(at(obs, i['path']), i['dtype'])[None])
             out = step(**inputs)
-            action = out.pop('action')
-            a = action.numpy()[0]
-            obs, reward, terminated, truncated, _ = env.step(a if action_shape else int(a))
-            total += reward
-            done = terminated or truncated
+            values = [out.pop(o['name']).numpy()[0] for o in outputs_]
+            obs, reward, terminated, truncated, _ = env.step(env_action(values))
+            total += float(reward)
+            done, t = terminated or truncated, t + 1
             inputs.update(out)
-            inputs['prev_action'] = action
+            for o, v in zip(outputs_, values):
+                inputs[o['prev_name']] = tf.constant(np.asarray(v)[None])
             inputs['prev_reward'] = tf.constant([reward], tf.float32)
         returns.append(total)
-    library = sorted(m for m in sys.modules if m.split('.')[0] in ('agents', 'networks', 'replay', 'launch'))
+    library = sorted(m for m in sys.modules if m.split('.')[0] == 'reverb_agents')
     print(json.dumps({'returns': returns, 'library_modules': library}))
 ''')
 

@@ -63,6 +63,7 @@ def test_agent_honours_the_contract(name, env_id, tmp_path, wired_agent):
         inputs['prev_action'] = tf.zeros([batch, *action_space.shape],
                                          tf.as_dtype(action_space.dtype))
         inputs['prev_reward'] = tf.zeros([batch])
+        inputs['first'] = tf.ones([batch], tf.bool)
         inputs['observation'] = tf.zeros([batch, *obs_shape])
         out = model.signatures['step_deterministic'](**inputs)
         assert out['action'].shape[0] == batch

@@ -1,47 +1,234 @@
-"""The README's Python API example, run as written (`from launch import train, load_policy`)."""
+"""The Python API: docs/python-api.md's examples run as written; typed keywords reach the
+run unchanged; environment objects and functions; callbacks; `Policy.predict`."""
 
 import os
 import re
 import subprocess
 import sys
+import textwrap
+import threading
+from typing import Dict, List
 
+import gymnasium as gym
+import numpy as np
 import pytest
 
-from reverb_agents.launch import api
+from reverb_agents.launch import api, export
+from reverb_agents.launch.callbacks import StopTraining
+from reverb_agents.launch.policy import PolicyError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DOC = os.path.join(ROOT, 'docs', 'python-api.md')
 
 
-def readme_example() -> str:
-    with open(os.path.join(ROOT, 'README.md')) as f:
+def doc_sections() -> Dict[str, List[str]]:
+    """docs/python-api.md's `## ` sections that hold code -> their ```python blocks."""
+    with open(DOC) as f:
         text = f.read()
-    section = text[text.index('## Python API'):]
-    return re.search(r'```python\n(.*?)```', section, re.S).group(1)
+    sections = {}
+    for part in re.split(r'^## ', text, flags=re.M)[1:]:
+        title, _, body = part.partition('\n')
+        blocks = re.findall(r'^```python\n(.*?)^```', body, re.S | re.M)
+        if blocks:
+            sections[title.strip()] = blocks
+    return sections
 
 
-def test_the_readme_example_runs_and_learns(tmp_path):
-    """In a fresh interpreter, from a directory of its own (`runs/` goes there). The
-    example stops at a training return of 400 (the last 20 sampled episodes) and a greedy
-    one as high: its policy has learned, if not always to 500."""
-    script = tmp_path / 'example.py'
-    script.write_text(readme_example())
-    result = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=400,
+def run_section(title: str, tmp_path) -> List[str]:
+    """A section's blocks, in order, in one fresh interpreter started in `tmp_path` (its
+    `runs/` go there); returns the printed lines. A traceback names the block."""
+    harness = textwrap.dedent('''
+        import json, sys
+        namespace = {'__name__': '__main__'}
+        for i, block in enumerate(json.load(open(sys.argv[1]))):
+            exec(compile(block, f'docs/python-api.md block {i}', 'exec'), namespace)
+    ''')
+    (tmp_path / 'blocks.json').write_text(__import__('json').dumps(doc_sections()[title]))
+    (tmp_path / 'harness.py').write_text(harness)
+    result = subprocess.run([sys.executable, 'harness.py', 'blocks.json'], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=400,
                             env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
     assert result.returncode == 0, result.stderr[-3000:]
-    lines = result.stdout.split('\n')
-    eval_return, logdir = lines[0].split()
-    assert float(eval_return) > 100, result.stdout  # a random policy: about 20
+    return result.stdout.splitlines()
+
+
+def printed(lines: List[str], label: str) -> str:
+    """What the example printed after `label`."""
+    found = [line[len(label):].strip() for line in lines if line.startswith(label)]
+    assert found, (label, lines)
+    return found[-1]
+
+
+def test_every_section_with_code_is_tested():
+    assert list(doc_sections()) == ['Train, stop early, predict', 'Your own environment']
+
+
+def test_train_stop_early_predict_example(tmp_path):
+    """CLEAR's CartPole preset, stopped by the callback at a training mean of 200;
+    `predict` and the TensorFlow-only loop play the same greedy episode."""
+    lines = run_section('Train, stop early, predict', tmp_path)
+    assert printed(lines, 'stopped by the callback:') == 'True'
+    assert float(printed(lines, 'eval return:')) > 100, lines  # a random policy: about 20
+    logdir = printed(lines, 'logdir:')
     assert logdir.startswith('runs/clear-CartPole-v1-') and (tmp_path / logdir).is_dir()
-    assert float(lines[1]) > 100, result.stdout
-    assert 'reached_target": true' in (tmp_path / logdir / 'summary.json').read_text()
+    assert float(printed(lines, 'predict return:')) > 100, lines
+    assert printed(lines, 'TensorFlow-only return:') == printed(lines, 'predict return:')
+    progress = [line for line in lines if ' env steps: return ' in line]
+    assert progress and float(progress[-1].split()[-1]) >= 200, lines
 
 
-def test_bad_keywords_raise_the_command_lines_message(tmp_path):
-    with pytest.raises(ValueError, match="Unknown command line flag 'lerning_rate'"):
-        api.train(num_steps=100, lerning_rate=0.1, logdir=str(tmp_path / 'a'))
-    with pytest.raises(ValueError, match='learning_rate must be positive'):
-        api.train(num_steps=100, learning_rate=0.0, logdir=str(tmp_path / 'b'))
-    with pytest.raises(ValueError, match="unexpected keyword argument 'nope'"):
-        api.train(num_steps=100, env_kwargs={'nope': 1}, logdir=str(tmp_path / 'c'))
+def test_own_environment_example(tmp_path):
+    """The corridor learned from an object and from its class with `env_kwargs`: the
+    shortest walk earns 1 - 0.1 x (length - 2), 0.7 for 5 cells and 0.5 for 7; a
+    random walk earns about -3 and -5."""
+    lines = run_section('Your own environment', tmp_path)
+    env_id, eval_return = printed(lines, 'object:').split()
+    assert env_id == 'python/Corridor' and float(eval_return) >= 0.5, lines
+    env_id, eval_return = printed(lines, 'class:').split()
+    assert env_id == 'python/Corridor' and float(eval_return) >= 0.3, lines
+
+
+class Uncopyable(gym.Env):
+    observation_space = gym.spaces.Box(0.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self):
+        self.lock = threading.Lock()  # deepcopy refuses it
+
+
+@pytest.mark.parametrize('keywords,message', [
+    (dict(lerning_rate=0.1), "unknown keyword 'lerning_rate': not a flag of launch/run.py "
+                             "(did you mean 'learning_rate'?)"),
+    (dict(num_envs=2.5), "flag --num_envs=2.5: Expect argument to be a string or int"),
+    (dict(learning_rate=0.0), 'learning_rate must be positive, got 0.0'),
+    (dict(hidden_sizes=(8, 2.5)), "--hidden_sizes takes comma-separated ints, got '8,2.5'"),
+    (dict(env_kwargs={'nope': 1}), "unexpected keyword argument 'nope'"),
+    (dict(env_kwargs={'x': object()}), 'the values must be Python literals'),
+    (dict(env=42), 'env must be a gymnasium id, a gymnasium.Env or a function'),
+    (dict(env=Uncopyable()), 'env: cannot copy <Uncopyable instance> (TypeError: cannot '
+                             "pickle '_thread.lock' object); a run makes several environments"),
+    (dict(env=lambda: 3), 'returned int, not a gymnasium.Env'),
+    (dict(callbacks=[3]), 'a callback must be callable'),
+    (dict(launcher='multiprocess'), 'train() runs in one process'),
+])
+def test_bad_input_raises_one_line_before_anything_is_written(tmp_path, keywords, message):
+    with pytest.raises(ValueError) as raised:
+        api.train(num_steps=100, logdir=str(tmp_path / 'run'), **keywords)
+    assert message in str(raised.value) and '\n' not in str(raised.value)
     assert not os.listdir(tmp_path)
+
+
+# One short real run: the clear_cartpole preset with a small LSTM, an environment
+# function that records its keywords, typed keywords, and two callbacks, the second
+# of which stops the run once the training episodes average 100.
+ENV_KWARGS = {'label': 'p, q=r', 'names': ['a,b', 'x=y'], 'pair': (0.1, 1 / 3),
+              'nested': {'k': [1, None, True]}}
+LEARNING_RATE = 4e-3 / 3
+NUM_STEPS = 300_000  # the preset's
+
+
+@pytest.fixture(scope='module')
+def short_run(tmp_path_factory):
+    made, seen = [], []
+
+    def cart_pole(**kwargs):
+        made.append(kwargs)
+        return gym.make('CartPole-v1')
+
+    def stop_at_100(progress):
+        if progress.recent_return is not None and progress.recent_return >= 100:
+            raise StopTraining
+
+    logdir = tmp_path_factory.mktemp('api') / 'run'
+    result = api.train('clear', cart_pole, seed=0, logdir=logdir, preset='clear_cartpole',
+                       env_kwargs=ENV_KWARGS, learning_rate=LEARNING_RATE, hidden_sizes=(64, 32),
+                       lstm_size=32, eval_episodes=3, log_interval_s=0.5,
+                       callbacks=[seen.append, stop_at_100])
+    return result, made, seen
+
+
+def test_typed_keywords_reach_the_run_unchanged(short_run):
+    result, made, _ = short_run
+    assert result.env_id == 'python/cart_pole'
+    assert made and all(kwargs == ENV_KWARGS for kwargs in made)
+    assert type(made[0]['pair']) is tuple and type(made[0]['names']) is list
+    config = result.summary['config']
+    assert config['optimizer']['learning_rate'] == LEARNING_RATE  # the same float, bit for bit
+    assert config['hidden_sizes'] == (64, 32) and config['lstm_size'] == 32
+    assert config['batch_size'] == 32  # the named preset's, for an id it does not name
+
+
+def test_a_callback_stops_the_run_as_a_target_return_does(short_run):
+    result, _, seen = short_run
+    assert result.stopped_by_callback and seen[-1].recent_return >= 100
+    assert all(p.recent_return is None or p.recent_return < 100 for p in seen[:-1])
+    summary = result.summary
+    assert summary['env_steps'] < NUM_STEPS and not summary['reached_target']
+    assert summary['eval_episodes'] == 3 and summary['eval_return_mean'] is not None
+    assert result.policy is not None and os.path.isdir(summary['saved_model'])
+    last = seen[-1]
+    assert last.logdir == result.logdir and last.learner_steps >= 1
+    assert 0 < last.env_steps <= summary['env_steps'] and last.episodes >= 20
+    assert 'loss/total_loss' in last.metrics and len(last.recent_returns) == 20
+    assert [p.learner_steps for p in seen] == sorted(p.learner_steps for p in seen)
+
+
+def predict_episodes(policy, seeds, batched: bool):
+    """Greedy returns of `predict`, one environment per seed: one at a time, or all as one
+    batch, each row started again (`episode_start`) once its episode ends until every
+    seed has finished one episode."""
+    if not batched:
+        returns = []
+        for seed in seeds:
+            env = gym.make('CartPole-v1')
+            observation, _ = env.reset(seed=seed)
+            state, reward, done, total = None, None, False, 0.0
+            while not done:
+                action, state = policy.predict(observation, state, reward=reward)
+                observation, reward, terminated, truncated, _ = env.step(action)
+                total, done = total + reward, terminated or truncated
+            returns.append(total)
+        return returns
+    envs = [gym.make('CartPole-v1') for _ in seeds]
+    observations = np.stack([env.reset(seed=seed)[0] for env, seed in zip(envs, seeds)])
+    rewards, starts = np.zeros(len(seeds)), np.zeros(len(seeds), bool)
+    totals, returns, state = np.zeros(len(seeds)), [None] * len(seeds), None
+    while any(r is None for r in returns):
+        actions, state = policy.predict(observations, state, starts, reward=rewards)
+        for i, env in enumerate(envs):
+            observations[i], rewards[i], terminated, truncated, _ = env.step(actions[i])
+            totals[i] += rewards[i]
+            starts[i] = terminated or truncated
+            if starts[i]:
+                returns[i] = totals[i] if returns[i] is None else returns[i]
+                observations[i], totals[i] = env.reset(seed=seeds[i] + 1000)[0], 0.0
+    return returns
+
+
+def test_predict_plays_as_the_library_one_at_a_time_and_batched(short_run):
+    """Against the library's own greedy policy (first step marked, previous action and
+    reward fed): the same returns, also as one batch restarted row by row. The policy
+    is recurrent and has learned, so its episodes differ in length."""
+    from tests.conftest import library_greedy_returns
+
+    result, _, _ = short_run
+    core, action_space, _, env_id = export.restore_core(result.logdir)
+    seeds = [100, 101, 102]
+    expected = library_greedy_returns(core, action_space, 'CartPole-v1', seeds)
+    assert len(set(expected)) > 1 and max(expected) > 50, expected
+    assert predict_episodes(result.policy, seeds, batched=False) == expected
+    assert predict_episodes(result.policy, seeds, batched=True) == expected
+
+
+def test_predict_says_what_is_missing(short_run):
+    policy = short_run[0].policy
+    observation, _ = gym.make('CartPole-v1').reset(seed=0)
+    action, state = policy.predict(observation)  # a new episode: no reward needed
+    assert np.ndim(action) == 0 and not state.batched
+    with pytest.raises(PolicyError, match='reads the previous reward: pass predict'):
+        policy.predict(observation, state)
+    policy.predict(observation, state, episode_start=True)  # a new episode again
+    with pytest.raises(PolicyError, match='the state is of 1 episodes, the observation of 2'):
+        policy.predict(np.stack([observation] * 2), state, reward=[1.0, 1.0])
+    with pytest.raises(PolicyError, match=r'takes observations of shape \[4\]'):
+        policy.predict(np.zeros([2, 3, 4]))

@@ -135,7 +135,7 @@ for _ in range(episodes):
     regret = 0.0
     for t in range(horizon):
         inputs['observation'] = tf.constant([[t / horizon]], tf.float32)
-        out = step(**inputs)
+        out = step(first=tf.constant([t == 0]), **inputs)
         action = out.pop('action')
         arm = int(action.numpy()[0])
         reward = float(rng.uniform() < p[arm])
@@ -146,8 +146,7 @@ for _ in range(episodes):
     regrets.append(regret)
 print(json.dumps({'regret_mean': float(np.mean(regrets)), 'regret_std': float(np.std(regrets)),
                   'library_modules': sorted(m for m in sys.modules
-                                            if m.split('.')[0] in ('agents', 'launch', 'replay',
-                                                                   'networks'))}))
+                                            if m.split('.')[0] == 'reverb_agents')}))
 '''
 
 

@@ -24,6 +24,18 @@ NOISE = ('[reverb/cc', 'Unable to register', 'cuda_dnn', 'cuda_fft', 'cuda_blas'
          'pending items alarmingly high', 'TF-TRT')
 
 
+
+def _read_terminal(fd: int, chunks: list) -> None:
+    """Appends what a pseudo-terminal's main side `fd` gives until its process ends."""
+    while True:
+        try:
+            data = os.read(fd, 4096)
+        except OSError:  # the terminal closed: the process ended
+            return
+        if not data:
+            return
+        chunks.append(data)
+
 def readme_command() -> list:
     """README's first `python launch/run.py ...` line of the quick start, as argv."""
     with open(os.path.join(ROOT, 'README.md')) as f:
@@ -41,18 +53,7 @@ def run_on_terminal(argv, cwd) -> str:
                                stderr=secondary)
     os.close(secondary)
     chunks = []
-
-    def read():
-        while True:
-            try:
-                data = os.read(main, 4096)
-            except OSError:  # the terminal closed: the process ended
-                return
-            if not data:
-                return
-            chunks.append(data)
-
-    reader = threading.Thread(target=read, daemon=True)
+    reader = threading.Thread(target=_read_terminal, args=(main, chunks), daemon=True)
     reader.start()
     stdout, _ = process.communicate(timeout=240)
     reader.join(timeout=10)
@@ -75,6 +76,8 @@ def test_readme_command_is_quiet_shows_progress_and_keeps_runs_apart(tmp_path):
     for noise in NOISE:
         assert noise not in on_terminal, on_terminal[-3000:]
     assert re.search(r'\d+%\|.*env steps', on_terminal), on_terminal[-3000:]  # the tqdm bar
+    frames = [f.strip() for f in on_terminal.split('\r') if re.search(r'\d+%\|', f)]
+    assert frames[-1].startswith('100%|'), frames[-3:]  # the run spent its budget
     assert 'preset clear_cartpole;' in on_terminal
     assert 'final evaluation' in on_terminal and 'done:' in on_terminal
     (first,) = os.listdir(tmp_path / 'runs')
@@ -101,3 +104,120 @@ def test_only_known_noise_is_filtered():
     assert not console.NOISE.search('Traceback (most recent call last):')
     assert console.verbose_requested(['run.py', '--verbose'])
     assert not console.verbose_requested(['run.py', '--noverbose'])
+
+
+def test_the_bar_ends_at_the_runs_final_count(capsys):
+    """A 30k-step run whose last refresh came at 74%: closing with the run's final total
+    (the learner loop's `display.close(total_env_steps)`) leaves the bar at 100%."""
+    def last_frame(final_count):
+        display = console.ProgressDisplay(30_000, use_bar=True)
+        display.update(22_200, 1500.0, 300, 20.0, 150.0, 12)
+        display.close(final_count)
+        frames = [f for f in capsys.readouterr().err.split('\r') if '%|' in f]
+        return frames[-1].strip()
+
+    assert last_frame(None).startswith('74%|')  # the last update's count, not the run's
+    final = last_frame(30_000)
+    assert final.startswith('100%|') and '30.0k/30.0k env steps' in final, final
+    assert console._bar is None  # status lines print plainly again
+
+
+def test_plain_lines_end_with_the_final_count_once(capsys):
+    display = console.ProgressDisplay(30_000, interval_s=0.0, use_bar=False)
+    display.update(22_200, 1500.0, 300, 20.0, 150.0, 12)
+    display.update(30_000, 1500.0, 400, 20.0, 160.0, 15)
+    display.close(30_000)  # the last line gave it already
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split(' (')[0] for line in lines] == ['env steps 22200 of 30000',
+                                                        'env steps 30000 of 30000']
+    display = console.ProgressDisplay(30_000, interval_s=3600.0, use_bar=False)
+    display.update(22_200, 1500.0, 300, 20.0, 150.0, 12)  # within the interval: no line
+    display.close(30_000)
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith('env steps 30000 of 30000 (100%, 1500/s') and 'episodes 12' in line
+
+
+def test_a_terminal_of_zero_columns_still_gets_a_bar():
+    """Some terminals (serial consoles, containers) report 0 x 0: the bar falls back to
+    80 columns instead of drawing nothing."""
+    main, secondary = pty.openpty()
+    fcntl.ioctl(secondary, termios.TIOCSWINSZ, struct.pack('HHHH', 0, 0, 0, 0))
+    code = ('from reverb_agents.launch import console\n'
+            'display = console.ProgressDisplay(1000)\n'
+            'display.update(500, 100.0, 5, 1.0, 9.5, 3)\n'
+            'display.close(1000)\n')
+    process = subprocess.Popen([sys.executable, '-c', code], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=secondary)
+    os.close(secondary)
+    chunks = []
+    _read_terminal(main, chunks)
+    os.close(main)
+    assert process.wait(timeout=60) == 0
+    frames = [f for f in b''.join(chunks).decode(errors='replace').split('\r') if '%|' in f]
+    assert frames and frames[-1].strip().startswith('100%|'), frames
+    assert max(len(f.rstrip()) for f in frames) <= 80
+
+
+NOISY_IMPORT = '''
+import os, sys
+from reverb_agents.launch import console
+with console.native_noise_filtered():
+    os.write(2, b'2026-11-25 E external/local_xla/xla/stream_executor/cuda/cuda_dnn.cc:9261] '
+                b'Unable to register cuDNN factory\\n')
+    os.write(2, b'a line of the caller\\n')
+    print('python stderr inside', file=sys.stderr, flush=True)
+os.write(2, b'cuda_dnn.cc after the block: the caller\\'s own\\n')
+print('stdout', os.fstat(2).st_ino == int(sys.argv[1]))
+'''
+
+
+def test_the_python_api_imports_quietly_and_leaves_stderr_alone(tmp_path):
+    """`from reverb_agents import train, load_policy` in a fresh process: no native noise
+    line (TensorFlow's CUDA factories, oneDNN, cudart_stub, CPU features, TF-TRT), and the
+    filter is gone once the API is loaded: descriptor 2 is the caller's again."""
+    env = {k: v for k, v in os.environ.items() if k != 'TF_CPP_MIN_LOG_LEVEL'}
+    api = subprocess.run(
+        [sys.executable, '-c', 'from reverb_agents import train, load_policy\n'
+                               'from reverb_agents.launch import train as launch_train\n'
+                               'import sys; print("api", train is launch_train, file=sys.stderr)'],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert api.returncode == 0, api.stderr[-3000:]
+    noisy = [line for line in api.stderr.splitlines()
+             if console.NOISE.search(line) or any(n in line for n in NOISE)]
+    assert not noisy and 'api True' in api.stderr, api.stderr[-3000:]
+
+    # The filter on its own: noise dropped, the rest passed, descriptor 2 restored.
+    with open(tmp_path / 'stderr', 'w') as stderr:
+        inode = os.fstat(stderr.fileno()).st_ino
+        block = subprocess.run([sys.executable, '-c', NOISY_IMPORT, str(inode)], stderr=stderr,
+                               stdout=subprocess.PIPE, text=True, timeout=60)
+    assert block.returncode == 0 and block.stdout == 'stdout True\n'
+    assert (tmp_path / 'stderr').read_text().splitlines() == [
+        'a line of the caller', 'python stderr inside',
+        "cuda_dnn.cc after the block: the caller's own"]
+
+
+def test_plot_imports_no_tensorflow(tmp_path):
+    """`launch/plot.py` reads progress.csv and run_config.json itself (the writers
+    import TensorFlow): a figure from a run directory, with TensorFlow never loaded."""
+    run = tmp_path / 'run'
+    run.mkdir()
+    (run / 'progress.csv').write_text(
+        'env_steps,learner_steps,wall_time_s,return_mean,return_std,episodes,loss\n'
+        '100,1,0.5,,,0,1.0\n200,2,1.0,12.0,1.0,4,0.9\n300,3,1.5,20.0,2.0,9,0.8\n')
+    (run / 'run_config.json').write_text(
+        '{"agent": "clear", "env": "CartPole-v1", "config": {"replay_fraction": 0.5, '
+        '"replay": {"replay_size": 5000}}, "env_options": {}, "seed": 3}')
+    code = ('import runpy, sys\n'
+            f'sys.argv = ["plot.py", {str(run)!r}, "--group_by=replay_size", '
+            f'"--output={tmp_path / "curve.png"}"]\n'
+            'try:\n'
+            '    runpy.run_module("reverb_agents.launch.plot", run_name="__main__")\n'
+            'except SystemExit as e:\n'
+            '    assert not e.code, e.code\n'
+            'print(sorted(m for m in sys.modules if m.split(".")[0] == "tensorflow"))\n')
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines() == [str(tmp_path / 'curve.png'), '[]'], result.stdout
+    assert (tmp_path / 'curve.png').read_bytes()[:4] == b'\x89PNG'

@@ -92,7 +92,7 @@ def test_ctrl_c_checkpoints_exports_and_exits_130(tmp_path):
     inputs = dict(model.signatures['initial_state'](batch_size=tf.constant(16)))
     outputs = model.signatures['step_deterministic'](
         observation=tf.constant(observations, tf.float32), prev_action=tf.zeros([16], tf.int64),
-        prev_reward=tf.zeros([16]), **inputs)
+        prev_reward=tf.zeros([16]), first=tf.ones([16], tf.bool), **inputs)
     actions = outputs['action'].numpy()
     assert set(actions.tolist()) <= {0, 1}
     core, action_space, _, _ = export.restore_core(logdir)
