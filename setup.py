@@ -16,7 +16,7 @@ PACKAGES = [NAMESPACE] + [
 PACKAGE_DIR = {NAMESPACE: NAMESPACE, **{f"{NAMESPACE}.{folder}": folder for folder in FOLDERS}}
 
 RAY = ["ray==2.60.0"]
-# MinAtar/<Game>-v0|v1 (launch/suites.py)
+# MinAtar/<Game>-v0|v1 (launch/environments/suites.py)
 MINATAR = ["minatar==1.0.15"]
 # ALE/<Game>-v5 with its bundled ROMs; gymnasium's AtariPreprocessing resizes with OpenCV
 # (4.12 and later need numpy 2)
@@ -24,6 +24,8 @@ ATARI = ["ale-py==0.12.1", "opencv-python-headless>=4.8,<4.12"]
 # gymnasium's MuJoCo environments (HalfCheetah-v5, Hopper-v5, ...); the results were
 # measured with MuJoCo 3.17; gymnasium's MuJoCo module imports imageio and packaging
 MUJOCO = ["mujoco>=3.2,<4", "imageio", "packaging"]
+# mkdocs.yml's site, with the API reference read from docstrings (docs/reference.md)
+DOCS = ["mkdocs>=1.5,<2", "mkdocstrings[python]>=0.26"]
 
 setup(
     name="reverb-agents",
@@ -51,7 +53,8 @@ setup(
     ],
     extras_require={
         # the tests exercise every launcher (Ray's included) and every environment suite
-        "test": ["pytest>=7", "pytest-xdist>=3"] + RAY + MINATAR + ATARI + MUJOCO,
+        # ... and the documentation site builds (tests/test_docs.py)
+        "test": ["pytest>=7", "pytest-xdist>=3"] + RAY + MINATAR + ATARI + MUJOCO + DOCS,
         # launch/ray_launcher.py (--launcher=ray): the version that installs with the pinned stack
         "ray": RAY,
         "minatar": MINATAR,
@@ -60,6 +63,6 @@ setup(
         # launch/evaluate.py --video_dir (gymnasium's RecordVideo and classic-control rendering)
         "video": ["moviepy", "pygame"],
         # the documentation site (mkdocs.yml): mkdocs build --strict
-        "docs": ["mkdocs>=1.5,<2"],
+        "docs": DOCS,
     },
 )

@@ -28,7 +28,8 @@ What an agent declares:
 3. `build_core(observation_space, action_space, config)` -> the acting core
    (`networks.cores.ActorCriticCore`): what the actors run, what the
    learner publishes, what is exported.
-4. `build_learner(make_core, action_space, config)` -> a `Learner`: the
+4. `build_learner(make_core, action_space, config)` -> a `Learner` (the base
+   class below, with the defaults of what a learner may leave out): the
    learner owns the core `make_core()` returns (and may call it again for
    copies, e.g. ACER's average network).
 5. `metric_names(config, action_space)`: the scalar names `Learner.step`
@@ -52,7 +53,7 @@ is called before every step with the fraction of the env-step budget spent.
 
 import abc
 import dataclasses
-from typing import Any, Callable, Dict, Mapping, Optional, Protocol, Tuple
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -60,7 +61,7 @@ import tensorflow as tf
 from reverb_agents.agents import priorities
 from reverb_agents.networks.cores import ActorCriticCore
 from reverb_agents.networks.distributions import ActionSpace
-from reverb_agents.replay.dataset import split_batch
+from reverb_agents.replay.batches import split_batch
 from reverb_agents.replay.tables import QUEUE, REPLAY
 
 
@@ -107,6 +108,7 @@ class DataPlan:
     priority_exponent: Optional[float] = None  # `replay` samples by priority^this; None: uniform
 
     def __post_init__(self):
+        split_batch(self.batch_sequences, self.replay_fraction)  # replay_fraction in [0, 1]
         checks = [
             (self.sequence_length >= 2, 'a sequence needs >= 2 steps (the last one bootstraps)'),
             (1 <= self.sequence_period < self.sequence_length,
@@ -115,7 +117,6 @@ class DataPlan:
             (1 <= self.learned_steps < self.sequence_length,
              'learned_steps must be in [1, sequence_length - 1]'),
             (self.batch_sequences >= 1, 'batch_sequences must be >= 1'),
-            (0.0 <= self.replay_fraction <= 1.0, 'replay_fraction must be in [0, 1]'),
             (self.priority_exponent is None or self.priority_exponent >= 0,
              'priority_exponent must be >= 0'),
             (self.schedule is None or self.replay_fraction == 0.0,
@@ -153,24 +154,37 @@ class DataPlan:
 PRIORITIES = priorities.PRIORITIES
 
 
-class Learner(Protocol):
-    """What the wiring uses of a learner (a `tf.Module`, checkpointed whole)."""
+# The phase of a learner whose step never changes (`Learner.phase`).
+LEARN = 'learn'
+
+
+class Learner(tf.Module):
+    """What the wiring uses of a learner, checkpointed whole. Every learner subclasses
+    it (through `agents.learner_base.LearnerBase`) and writes `step`; `pretrain` and
+    `phase` have defaults that a learner overrides where it needs them."""
     core: ActorCriticCore  # the acting core it trains: published, evaluated, exported
     num_steps: tf.Variable  # int64 learner steps taken (part of the checkpoint)
 
     def step(self, batch: Any) -> Dict[str, tf.Tensor]:
         """One update on a `replay.dataset.Batch`; scalar metrics by name (and, under
         prioritized sampling, `PRIORITIES`: the rows' new priorities `[B]`)."""
+        raise NotImplementedError(f'{type(self).__name__} has no step')
 
     def set_progress(self, fraction: float) -> None:
         """`fraction` of the env-step budget is spent (learning-rate schedules)."""
 
-    # Optional: `pretrain() -> Optional[float]`, updates before any actor acts (behavioural
-    # cloning on demonstrations), called once the checkpoint, if any, is restored; it
-    # returns the last loss, or None when nothing was due.
-    # Optional: `phase() -> str`, for a learner whose step changes with its progress
-    # (CLEAR's critic pre-training). The wiring asks before each step and compiles
-    # `step` once per phase, so the step may branch on it in Python.
+    def pretrain(self) -> Optional[float]:
+        """Updates before any actor acts (behavioural cloning on demonstrations), called
+        once the checkpoint, if any, is restored; the last loss, or None when nothing
+        was due (the default: no pre-training)."""
+        return None
+
+    def phase(self) -> str:
+        """The phase the next step is in, for a learner whose step changes with its
+        progress (CLEAR's critic pre-training). The wiring asks before each step and
+        compiles `step` once per phase, so the step may branch on it in Python. The
+        default: always `LEARN`."""
+        return LEARN
 
 
 class Agent(abc.ABC):

@@ -1,8 +1,8 @@
 """What every learner owns besides its networks: an annealed optimiser and counters.
 
-A learner subclasses `LearnerBase` (one level, no further hierarchy) and
-writes its own `@tf.function` `step`; the attribute names here are part of
-the checkpoints.
+A learner subclasses `LearnerBase` (one level, no further hierarchy; it is the
+contract's `agents.contract.Learner`) and writes its own `@tf.function` `step`;
+the attribute names here are part of the checkpoints.
 """
 
 from typing import Any, Dict, List, Optional
@@ -10,7 +10,7 @@ from typing import Any, Dict, List, Optional
 import sonnet as snt
 import tensorflow as tf
 
-from reverb_agents.agents import priorities
+from reverb_agents.agents import contract, priorities
 
 
 class RMSProp(snt.optimizers.RMSProp):
@@ -40,7 +40,7 @@ class RMSProp(snt.optimizers.RMSProp):
                 self.mg.extend(slot(p, 0.0) for p in parameters)
 
 
-class LearnerBase(tf.Module):
+class LearnerBase(contract.Learner):
     """`learning_rate` (a variable the launcher anneals), `optimizer`, `num_steps`,
     `num_env_frames` (fresh, non-replayed frames consumed, as in the seeds)."""
 

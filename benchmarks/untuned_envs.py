@@ -2,7 +2,7 @@
 
 Importing this module registers them with gymnasium, so from the command line
 they are `benchmarks.untuned_envs:<Id>` (gymnasium's `module:Id` form, which
-`launch.environments.check_env_id` imports). They need gymnasium and numpy only.
+`launch.environments.factory.check_env_id` imports). They need gymnasium and numpy only.
 
 | id | what it tests | random | best |
 | --- | --- | --- | --- |

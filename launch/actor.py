@@ -18,8 +18,8 @@ import reverb
 import tensorflow as tf
 from threadpoolctl import threadpool_limits
 
-from reverb_agents.launch.action_repeat import FRAMES
-from reverb_agents.launch.environments import reward_size
+from reverb_agents.launch.environments.action_repeat import FRAMES
+from reverb_agents.launch.environments.factory import reward_size
 from reverb_agents.launch.metrics import InfoMeans
 from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
 from reverb_agents.networks.distributions import ActionSpace
@@ -211,7 +211,7 @@ class Actor:
             discount = np.where(real & terminated, 0.0, 1.0).astype(np.float32)
             reward = np.where(real, reward, 0.0).astype(np.float32)
             discount = np.where(real, discount, 0.0).astype(np.float32)
-            # Vector rewards (launch.environments): `reward` is their weighted sum.
+            # Vector rewards (launch.environments.factory): `reward` is their weighted sum.
             stored_reward = (np.where(real[:, None], info['reward_vector'], 0.0).astype(np.float32)
                              if self._vector_reward else reward)
             # Episode bookkeeping first: a learner that sees the steps (and may end the
@@ -225,7 +225,7 @@ class Actor:
                 episode_return[done] = 0.0
                 episode_length[done] = 0
             # Counted before the write: a learner that sees the data sees the steps.
-            # An action repeat (`launch.action_repeat`) reports the frames each took.
+            # An action repeat (`launch.environments.action_repeat`) reports the frames each took.
             decisions = int(real.sum())
             frames = (int(np.where(real, info[FRAMES], 0).sum()) if FRAMES in info
                       else decisions)

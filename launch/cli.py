@@ -1,13 +1,13 @@
 """`reverb-agents COMMAND [flags]`: the installed command for the scripts in `launch/`.
 
     reverb-agents train --preset=clear_cartpole     # launch/run.py
-    reverb-agents evaluate --saved_model=DIR        # launch/evaluate.py
-    reverb-agents record|plot|benchmark ...         # launch/record.py, plot.py, benchmark.py
+    reverb-agents evaluate --saved_model=DIR        # launch/tools/evaluate.py
+    reverb-agents record|plot|benchmark ...         # launch/tools/record.py, plot.py, ...
     reverb-agents presets                           # the presets' names
 
 Each command runs its script's module as `__main__` (so `reverb-agents train
 --help` is `python launch/run.py --help`); the scripts keep working from a
-checkout.
+checkout (`python launch/evaluate.py` runs the tool's module the same way).
 """
 
 import runpy
@@ -16,10 +16,10 @@ from typing import List, Optional
 
 COMMANDS = {  # command: (module in reverb_agents.launch, what it does)
     'train': ('run', 'train an agent (a preset, an environment, any config field)'),
-    'evaluate': ('evaluate', 'play episodes with an exported policy (TensorFlow only)'),
-    'record': ('record', "record an exported policy's episodes as demonstrations"),
-    'plot': ('plot', 'plot the learning curves of runs (PNG)'),
-    'benchmark': ('benchmark', 'measure acting, learning and whole-run throughput (JSON)'),
+    'evaluate': ('tools.evaluate', 'play episodes with an exported policy (TensorFlow only)'),
+    'record': ('tools.record', "record an exported policy's episodes as demonstrations"),
+    'plot': ('tools.plot', 'plot the learning curves of runs (PNG)'),
+    'benchmark': ('tools.benchmark', 'measure acting, learning and whole-run throughput (JSON)'),
     'presets': ('', 'list the presets (--preset=NAME of train)'),
 }
 

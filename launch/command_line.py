@@ -27,7 +27,8 @@ from typing import Any, Dict, List, Optional, Tuple
 from absl import flags
 
 from reverb_agents.agents import registry
-from reverb_agents.launch import config_flags, isolation, ray_launcher, setup as setup_lib, task_sequence  # noqa: E501
+from reverb_agents.launch import config_flags, isolation, ray_launcher, setup as setup_lib
+from reverb_agents.launch.environments import task_sequence
 from reverb_agents.launch.preset_files import (NO_PRESET, default_preset, list_presets,
                                                package_path, preset_path)
 from reverb_agents.launch.options import (DETERMINISTIC_CHECKPOINT_STEPS, DETERMINISTIC_LOG_STEPS,

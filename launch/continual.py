@@ -30,7 +30,8 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from reverb_agents.launch import console, evaluation, periodic_evaluation, shared_spaces
+from reverb_agents.launch import console, evaluation, periodic_evaluation
+from reverb_agents.launch.environments import shared_spaces
 from reverb_agents.launch.options import RunOptions
 from reverb_agents.networks.cores import ActorCriticCore
 from reverb_agents.networks.distributions import ActionSpace

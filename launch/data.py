@@ -24,7 +24,7 @@ import numpy as np
 import reverb
 import tensorflow as tf
 
-from reverb_agents.agents.contract import PRIORITIES, DataPlan, ReplaySchedule
+from reverb_agents.agents.contract import PRIORITIES, DataPlan, Learner, ReplaySchedule
 from reverb_agents.replay import dataset as dataset_lib
 from reverb_agents.replay import seeded, tables, trajectory
 from reverb_agents.replay.priorities import PriorityUpdater
@@ -96,7 +96,7 @@ def _scheduled(read: Callable[[float], Batches], schedule: ReplaySchedule,
             yield batch
 
 
-def make_learn(learner, action_names: Optional[Sequence[str]] = None,
+def make_learn(learner: Learner, action_names: Optional[Sequence[str]] = None,
                priorities: Optional[PriorityUpdater] = None
                ) -> Callable[[Batches], Dict[str, tf.Tensor]]:
     """`learn(batches)`: one learner step on the next batch.
@@ -147,12 +147,11 @@ def make_learn(learner, action_names: Optional[Sequence[str]] = None,
 
     # A learner whose step changes with its progress (`Learner.phase`) is compiled
     # once per phase: its step is traced with the phase it is in.
-    phase = getattr(learner, 'phase', lambda: None)
     compiled = {}
 
     def learn(batches):
         if isinstance(batches, tf.data.Iterator):
-            key = phase()
+            key = learner.phase()
             if key not in compiled:
                 compiled[key] = tf.function(learn_in_graph, autograph=False)
             try:

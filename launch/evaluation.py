@@ -10,7 +10,7 @@ from typing import Callable, Dict, NamedTuple, Optional, Sequence, Tuple
 import gymnasium as gym
 import numpy as np
 
-from reverb_agents.launch import environments
+from reverb_agents.launch.environments import factory
 from reverb_agents.launch.actor import Policy
 from reverb_agents.networks.cores import ActorCriticCore
 from reverb_agents.networks.distributions import ActionSpace
@@ -52,16 +52,16 @@ def run_episodes(core: ActorCriticCore, action_space: ActionSpace, env_id: str, 
                  ) -> Episodes:
     """Runs `episodes` episodes in parallel (one per environment, seeds `seed + i`).
 
-    Vector rewards count by `reward_weights` (see `launch.environments`);
+    Vector rewards count by `reward_weights` (see `launch.environments.factory`);
     `epsilon`: see the module docstring (the choices and samples are seeded by
     `seed` too); `make_envs(n, seed)`: the vector env to play in (a task of a
     sequence), instead of `env_id`'s. Environments that report
-    `info['regret']` (`launch/bandits.py`) get it summed per episode.
+    `info['regret']` (`launch/environments/bandits.py`) get it summed per episode.
     """
     if not 0.0 <= epsilon <= 1.0:
         raise ValueError(f'eval_epsilon must be in [0, 1], got {epsilon}')
     envs = (make_envs(episodes, seed) if make_envs is not None else
-            environments.make_vector_env(env_id, episodes, seed, reward_weights=reward_weights))
+            factory.make_vector_env(env_id, episodes, seed, reward_weights=reward_weights))
     policy = Policy(core, action_space, seed, deterministic)
     # The sampling twin sees the same inputs and state; only its actions are used.
     sampler = Policy(core, action_space, seed, False) if deterministic and epsilon > 0 else None

@@ -14,7 +14,7 @@ Signatures (all batched `[B, ...]`; names are the inputs' and outputs' keys):
   state and ignores `prev_action` and `prev_reward` (zeros will do), as the
   library's actors do; elsewhere `prev_action` is the action taken at the
   previous step and `prev_reward` (float32 `[B]`) the reward it earned. A policy
-  with a learned action repeat (`--step_mul`, `launch/action_repeat.py`) also
+  with a learned action repeat (`--step_mul`, `launch/environments/action_repeat.py`) also
   takes `prev_step_mul` (int32 `[B]`, the previous decision's repeat count) and
   outputs `step_mul` (int32 `[B]`, in 1..N): take the action that many times;
 - `step_deterministic(...)`: the same with the greedy / mean action;
@@ -53,7 +53,7 @@ from absl import logging
 
 from reverb_agents.agents import configs, registry
 from reverb_agents.launch import rundir, signatures
-from reverb_agents.launch.action_repeat import ACTION, STEP_MUL
+from reverb_agents.launch.environments.action_repeat import ACTION, STEP_MUL
 from reverb_agents.launch import setup as setup_lib
 from reverb_agents.launch.options import RunOptions
 from reverb_agents.launch.signatures import ExportError
@@ -85,7 +85,7 @@ class ExportedPolicy(tf.Module):
                  observation_space: gym.Space, env_id: str):
         super().__init__(name='policy')
         space = action_space.space
-        # A learned action repeat (`launch.action_repeat`): the environment's action
+        # A learned action repeat (`launch.environments.action_repeat`): the environment's action
         # plus a last categorical leaf, exported as its own `step_mul` output.
         self._max_step_mul = 0
         if isinstance(space, gym.spaces.Dict) and list(space.spaces) == [ACTION, STEP_MUL]:

@@ -160,7 +160,8 @@ class LearnerRun:
         self._env_steps = env_steps
         display = console.ProgressDisplay(options.num_steps, self.total_env_steps(),
                                           options.log_interval_s)
-        progress_row = triggers_lib.write_progress_row(stats, self.progress_csv)
+        self._progress_row = progress_row = triggers_lib.write_progress_row(stats,
+                                                                           self.progress_csv)
         triggers = [
             Every(lambda progress: publish(), steps=options.publish_period),
             Every(self._summaries(stats), seconds=options.summary_interval_s),
@@ -213,10 +214,6 @@ class LearnerRun:
         finally:
             display.close(self.total_env_steps())  # the final count: 100% at the budget
             self.wall_time = time.time() - start
-            if self.steps_this_run:  # the row at the end of the run
-                progress_row(Progress(
-                    self.learner_steps, self.steps_this_run, self.total_env_steps(),
-                    self._last_metrics, self.wall_time))
             # Dropping the stream now could wait for samples the server's rate
             # limiter holds back (up to the data timeout, more than once): see
             # `close_data`.
@@ -237,6 +234,10 @@ class LearnerRun:
         (`eval_*` are null, `eval_episodes` 0); the summary says `interrupted`.
         """
         options, setup = self.setup.options, self.setup
+        if self.steps_this_run:  # the run's last row, its actors stopped: the summary's count
+            self._progress_row(Progress(self.learner_steps, self.steps_this_run,
+                                        self.total_env_steps(), self._last_metrics,
+                                        self.wall_time))
         self.save(quiet=True)
         eval_mean = eval_std = None
         regret, sequence = {}, {}

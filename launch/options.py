@@ -30,11 +30,12 @@ class RunOptions:
     checkpoint_interval_s: float = 60.0  # seconds between learner checkpoints
     publish_period: int = 5  # learner steps between weight publications
     summary_interval_s: float = 2.0  # seconds between TensorBoard writes (and NaN checks)
-    # Task sequences (`launch/task_sequence.py`): `env` is then the ids joined by commas.
+    # Task sequences (`launch/environments/task_sequence.py`): `env` is then the ids joined
+    # by commas.
     steps_per_task: int = 0  # env steps per visit of a task; 0: one environment, no sequence
     task_cycles: int = 1  # times the sequence is gone through
     eval_every_steps: int = 0  # env steps between evaluations; 0: none (a sequence: 5 per visit)
-    # Action repeat (`launch/action_repeat.py`).
+    # Action repeat (`launch/environments/action_repeat.py`).
     step_mul: int = 1  # frames per decision at most; 1: off
     fixed_step_mul: bool = False  # repeat every action step_mul times (else the policy picks)
     save_replay: bool = False  # in-process: checkpoint the Reverb tables with the learner

@@ -98,6 +98,22 @@ def _rows(value: Any, batch: int, dtype) -> np.ndarray:
     return np.broadcast_to(value, [batch])
 
 
+def _legacy_parts(specs: Dict[str, Any]) -> Tuple[list, list]:
+    """`observation_inputs` and `action_outputs` of an export from before the `first`
+    input: `observation` (the masked Dict's other member `key`), `action_mask`, and one
+    `action` whose previous value is `prev_action`."""
+    observation = specs['observation']
+    key = observation.get('key')
+    inputs = [{'name': 'observation', 'path': [key] if key else [],
+               'shape': observation['shape'], 'dtype': observation['dtype']}]
+    if 'action_mask' in specs:
+        inputs.append({'name': 'action_mask', 'path': ['action_mask'],
+                       'shape': specs['action_mask']['shape'], 'dtype': 'float32'})
+    action = specs['action']
+    return inputs, [{'name': 'action', 'prev_name': 'prev_action', 'path': [],
+                     'shape': action['shape'], 'dtype': action['dtype']}]
+
+
 class Policy:
     """A loaded SavedModel policy of `launch/export.py`."""
 
@@ -110,11 +126,15 @@ class Policy:
                               f'`specs` signature')
         self.specs: Dict[str, Any] = json.loads(
             self.model.signatures['specs']()['specs'].numpy().decode())
-        if 'observation_inputs' not in self.specs:
-            raise PolicyError(f'{saved_model_dir!r} was exported without the `first` input: '
-                              f'export it again from its run (launch/export.py --logdir=RUN)')
-        self._inputs = self.specs['observation_inputs']
-        self._outputs = self.specs['action_outputs']
+        # Exports from before the `first` input: one observation (and its action mask),
+        # one action, and `first_prev_action` fed at episodes' first steps instead.
+        self._legacy_first = None if 'observation_inputs' in self.specs else (
+            self.specs.get('first_prev_action', 0))
+        if self._legacy_first is None:
+            self._inputs = self.specs['observation_inputs']
+            self._outputs = self.specs['action_outputs']
+        else:
+            self._inputs, self._outputs = _legacy_parts(self.specs)
 
     @property
     def env_id(self) -> str:
@@ -145,9 +165,17 @@ class Policy:
             inputs[o['prev_name']] = tf.cast(value, o['dtype'])
         if first is None:
             first = prev_action is None
-        inputs['first'] = tf.constant(_rows(first, batch, bool))
-        inputs['prev_reward'] = tf.constant(
-            _rows(0.0 if prev_reward is None else prev_reward, batch, np.float32))
+        first = _rows(first, batch, bool)
+        prev_reward = _rows(0.0 if prev_reward is None else prev_reward, batch, np.float32)
+        if self._legacy_first is None:
+            inputs['first'] = tf.constant(first)
+        else:  # what the old signature took for an episode's start
+            starts = first.reshape([batch] + [1] * (inputs['prev_action'].shape.rank - 1))
+            inputs['prev_action'] = tf.where(
+                starts, tf.cast(self._legacy_first, inputs['prev_action'].dtype),
+                inputs['prev_action'])
+            prev_reward = np.where(first, 0.0, prev_reward).astype(np.float32)
+        inputs['prev_reward'] = tf.constant(prev_reward)
         if 'step_mul' in self.specs:
             inputs['prev_step_mul'] = state['prev_step_mul']
         inputs.update({k: v for k, v in state.items() if k != 'prev_step_mul'})
@@ -183,7 +211,7 @@ class Policy:
             core, prev_action = state.core, state.action
             starts = _rows(False if episode_start is None else episode_start, batch, bool)
         if reward is None:
-            if self.specs['conditions_on_previous'] and not starts.all():
+            if self.specs.get('conditions_on_previous', True) and not starts.all():
                 raise PolicyError('this policy reads the previous reward: pass predict(..., '
                                   'reward=r) with the reward env.step returned (not needed '
                                   'where episode_start is true)')
@@ -220,7 +248,7 @@ class Policy:
              epsilon: float = 0.0, rng: Optional[np.random.Generator] = None,
              reward_weights: Optional[Sequence[float]] = None) -> Tuple[float, Optional[float]]:
         """`run_episode`'s return, and the sum of `info['regret']` when the environment
-        reports it (the bandits of `launch/bandits.py`), else None."""
+        reports it (the bandits of `launch/environments/bandits.py`), else None."""
         self.check_env(env)
         rng = rng or np.random.default_rng(seed)
         observation, _ = env.reset(seed=seed)

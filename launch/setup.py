@@ -18,7 +18,8 @@ import tensorflow as tf
 from absl import logging
 
 from reverb_agents.agents import contract, registry
-from reverb_agents.launch import action_repeat, checkpoint_pairs, console, environments, rundir, shared_spaces, task_sequence  # noqa: E501
+from reverb_agents.launch import checkpoint_pairs, console, environments, rundir
+from reverb_agents.launch.environments import action_repeat, factory, shared_spaces, task_sequence
 from reverb_agents.launch.actor import Actor, EpisodeStats
 from reverb_agents.launch.options import RunOptions
 from reverb_agents.networks.cores import ActorCriticCore
@@ -75,7 +76,7 @@ def resolve_config(options: RunOptions, config: Any) -> Any:
         return config
     try:
         return agent.for_reward_size(
-            config, environments.declared_reward_size(options.env, options.env_kwargs))
+            config, factory.declared_reward_size(options.env, options.env_kwargs))
     except environments.EnvironmentSetupError:
         raise
     except ValueError as e:
@@ -93,7 +94,7 @@ def make_envs(options: RunOptions, config: Any, num_envs: int, seed: int,
             options.tasks, num_envs, seed, options.steps_per_task, options.task_cycles,
             start_env_steps)
     agent = registry.get(options.agent)
-    return environments.make_vector_env(
+    return factory.make_vector_env(
         options.env, num_envs, seed, None if evaluation else options.vector_env or None,
         reward_weights=agent.reward_weights(config),
         wrap=action_repeat.wrapper(options.step_mul, options.fixed_step_mul),
@@ -109,7 +110,7 @@ def state_spec(core: ActorCriticCore) -> Any:
 def make_setup(options: RunOptions, config: Any, envs: gym.vector.VectorEnv) -> RunSetup:
     """The run's setup; `envs` (any number of the run's environments) gives the spaces."""
     agent = registry.get(options.agent)
-    action_space = environments.check_spaces(options.env, envs, agent.squash_actions)
+    action_space = factory.check_spaces(options.env, envs, agent.squash_actions)
     obs_space = envs.single_observation_space
     try:
         core = agent.build_core(obs_space, action_space, config)
@@ -122,7 +123,7 @@ def make_setup(options: RunOptions, config: Any, envs: gym.vector.VectorEnv) -> 
             raise environments.EnvironmentSetupError(str(e)) from None
     plan = agent.data_plan(config)
     step_spec = trajectory.step_spec(observation_spec(obs_space), action_space.action_specs(),
-                                     action_space.param_specs(), environments.reward_size(envs))
+                                     action_space.param_specs(), factory.reward_size(envs))
     layout = ItemLayout(step_spec, state_spec(core), plan.sequence_length, plan.sequence_period,
                         envs_per_item=options.num_envs if plan.group_envs else 0)
     return RunSetup(options, config, agent, obs_space, action_space, plan, layout)
@@ -141,10 +142,10 @@ def make_learner(setup: RunSetup) -> contract.Learner:
 
 
 def pretrain(learner: contract.Learner) -> bool:
-    """The learner's optional pre-training before any actor acts (`Learner.pretrain`:
-    behavioural cloning on demonstrations); nothing once it is done. True if it ran."""
-    pretrain_step = getattr(learner, 'pretrain', None)
-    loss = pretrain_step() if pretrain_step is not None else None
+    """The learner's pre-training before any actor acts (`Learner.pretrain`: behavioural
+    cloning on demonstrations, where its agent has any); nothing once it is done. True
+    if it ran."""
+    loss = learner.pretrain()
     if loss is not None:
         console.status(f'pre-trained the policy on demonstrations (last loss {loss:.3f})')
     return loss is not None

@@ -1,9 +1,9 @@
 """Mixed on-policy / replayed batches for the learner, time-major.
 
 `round(replay_fraction * batch_size)` sequences come from `replay`, the rest
-from `queue`; each table is batched separately and the two are concatenated
-on the batch axis, with a mask of the replayed rows (CLEAR's cloning losses
-apply to those rows only).
+from `queue` (`replay.batches.split_batch`); each table is batched separately
+and the two are concatenated on the batch axis, with a mask of the replayed
+rows (CLEAR's cloning losses apply to those rows only).
 """
 
 from typing import Callable, NamedTuple, Optional, Tuple
@@ -12,6 +12,7 @@ import reverb
 import tensorflow as tf
 
 from reverb_agents.replay import tables, trajectory
+from reverb_agents.replay.batches import split_batch
 from reverb_agents.replay.packing import Packing
 
 
@@ -25,14 +26,6 @@ class Batch(NamedTuple):
     keys: Optional[tf.Tensor] = None  # [B] uint64 item keys
     probabilities: Optional[tf.Tensor] = None  # [B] float64 sampling probabilities
     table_size: Optional[tf.Tensor] = None  # [B] int64 items in the table at sampling
-
-
-def split_batch(batch_size: int, replay_fraction: float):
-    """(number of fresh rows, number of replayed rows)."""
-    if not 0.0 <= replay_fraction <= 1.0:
-        raise ValueError(f'replay_fraction must be in [0, 1], got {replay_fraction}')
-    num_replayed = int(round(replay_fraction * batch_size))
-    return batch_size - num_replayed, num_replayed
 
 
 def item_dataset(server_address: str, table: str, signature: trajectory.Sequence,

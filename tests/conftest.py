@@ -61,6 +61,20 @@ def _run_script(name: str, args: Sequence[str], extra_env: Optional[Dict[str, st
     return CliResult(result.returncode, result.stdout, result.stderr)
 
 
+def _fresh_python(code: str, timeout: float = 120) -> List[str]:
+    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                            timeout=timeout)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.splitlines()
+
+
+@pytest.fixture(scope='session')
+def fresh_python() -> Callable[..., List[str]]:
+    """`fresh_python(code)`: `code` run by a new interpreter (what it imports is its own);
+    the lines it printed (a failure shows its stderr)."""
+    return _fresh_python
+
+
 @pytest.fixture(scope='session')
 def run_script() -> Callable[..., CliResult]:
     """`run_script('evaluate', ['--episodes=2', ...])`: `launch/evaluate.py` as a subprocess."""

@@ -26,7 +26,7 @@ def _foreign_packages(root) -> str:
 
 def test_a_foreign_agents_package_first_on_the_path_does_not_matter(tmp_path):
     foreign = _foreign_packages(tmp_path / 'foreign')
-    code = textwrap.dedent(f"""
+    code = textwrap.dedent("""
         import agents  # noqa: F401  (fails: proves the foreign package comes first)
     """)
     env = dict(os.environ, PYTHONPATH=foreign, TF_CPP_MIN_LOG_LEVEL='3')

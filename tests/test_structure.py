@@ -3,8 +3,14 @@
 Read from the source with `ast` (no imports run): every project module's
 imports of other project modules form a graph that must have no cycle;
 `networks` and `replay` import no `agents` or `launch`; `agents` imports no
-`launch`; no agent sub-package imports another; no `launch` module is longer
-than ~300 lines; no test edits `sys.path`.
+`launch`; no agent sub-package imports another; no `launch` module (sub-packages
+included) is longer than ~300 lines; no test edits `sys.path`.
+
+`launch/` has three rooms: the environments (`launch/environments/`), which import
+nothing of the wiring; the tools (`launch/tools/`), which no library module
+imports, each run from a checkout through a shim at its old path
+(`launch/evaluate.py`: a docstring and `runpy`, no import of the tool); and the
+wiring, the rest.
 """
 
 import ast
@@ -18,6 +24,8 @@ PACKAGES = ('agents', 'networks', 'replay', 'launch')
 NAMESPACE = 'reverb_agents'  # what they are installed and imported under (setup.py)
 AGENT_PACKAGES = ('clear', 'acer', 'sac')
 MAX_LAUNCH_LINES = 300
+ENVIRONMENTS = 'launch.environments'
+TOOLS = 'launch.tools'
 
 
 def _modules() -> Dict[str, str]:
@@ -110,6 +118,61 @@ def test_agents_do_not_import_each_other():
             if others:
                 wrong[module] = others
     assert not wrong
+
+
+def _inside(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + '.')
+
+
+def test_the_rooms_exist():
+    rooms = {m.rsplit('.', 1)[0] for m in MODULES if _inside(m, 'launch') and m.count('.') == 2}
+    assert {ENVIRONMENTS, TOOLS} <= rooms
+    # Importing one environment module (suites, bandits) loads no sibling through it.
+    assert not GRAPH[ENVIRONMENTS]
+    assert {f'{ENVIRONMENTS}.factory', f'{ENVIRONMENTS}.bandits', f'{TOOLS}.evaluate',
+            f'{TOOLS}.plot'} <= set(MODULES)
+
+
+def test_environments_import_nothing_of_the_wiring():
+    wrong = {module: sorted(t for t in targets
+                            if _inside(t, 'launch') and not _inside(t, ENVIRONMENTS))
+             for module, targets in GRAPH.items() if _inside(module, ENVIRONMENTS)}
+    assert not {m: t for m, t in wrong.items() if t}
+
+
+def test_no_library_module_imports_the_tools():
+    wrong = {module: sorted(t for t in targets if _inside(t, TOOLS))
+             for module, targets in GRAPH.items()}
+    assert not {m: t for m, t in wrong.items() if t}
+
+
+def _shim_target(path: str) -> str:
+    """The module a checkout shim runs, or '' when `path` is more than a shim: a
+    docstring, `import runpy` and, under `if __name__ == '__main__':`, one
+    `runpy.run_module('<module>', run_name='__main__')`."""
+    with open(path) as f:
+        body = ast.parse(f.read(), path).body
+    shape = [type(node) for node in body]
+    if shape != [ast.Expr, ast.Import, ast.If] or [a.name for a in body[1].names] != ['runpy']:
+        return ''
+    guard, calls = body[2].test, body[2].body
+    if ast.unparse(guard) != "__name__ == '__main__'" or len(calls) != 1:
+        return ''
+    call = calls[0].value if isinstance(calls[0], ast.Expr) else None
+    if (not isinstance(call, ast.Call) or ast.unparse(call.func) != 'runpy.run_module'
+            or len(call.args) != 1 or not isinstance(call.args[0], ast.Constant)
+            or [(k.arg, ast.unparse(k.value)) for k in call.keywords]
+            != [('run_name', "'__main__'")]):
+        return ''
+    return call.args[0].value
+
+
+def test_every_tool_runs_from_its_checkout_path_through_a_shim():
+    tools = sorted(m.rsplit('.', 1)[1] for m in MODULES if _inside(m, TOOLS) and m != TOOLS)
+    assert tools, 'no tools found'
+    targets = {name: _shim_target(MODULES[f'launch.{name}']) if f'launch.{name}' in MODULES
+               else 'missing' for name in tools}
+    assert targets == {name: f'{NAMESPACE}.{TOOLS}.{name}' for name in tools}
 
 
 def test_launch_modules_stay_small():

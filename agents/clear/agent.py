@@ -8,7 +8,7 @@ from reverb_agents.agents.clear.learning import CRITIC_PRETRAIN_METRICS, METRICS
 from reverb_agents.networks.cores import ActorCriticCore
 from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.popart import METRICS as POPART_METRICS
-from reverb_agents.replay.dataset import split_batch
+from reverb_agents.replay.batches import split_batch
 
 
 class CLEAR(contract.Agent):

@@ -13,7 +13,7 @@ from reverb_agents.agents.configs import field, require, sub_config
 from reverb_agents.agents.prior import PriorConfig
 from reverb_agents.agents.returns import REWARD_CLIPPINGS
 from reverb_agents.agents.reward_signals import SignalsConfig
-from reverb_agents.replay.dataset import split_batch
+from reverb_agents.replay.batches import split_batch
 
 
 ADVANTAGES = ('vtrace', 'gae')
@@ -70,8 +70,7 @@ class CLEARConfig:
 
     def __post_init__(self):
         configs.require_positive(self, 'batch_size', 'unroll_length', 'min_replay_size')
-        configs.require_fraction(self, 'replay_fraction', 'discounting', 'gae_lambda',
-                                 'vtrace_lambda')
+        configs.require_fraction(self, 'discounting', 'gae_lambda', 'vtrace_lambda')
         configs.require_choice('advantage', self.advantage, ADVANTAGES)
         configs.require_choice('critic_pretrain_variables', self.critic_pretrain_variables,
                                CRITIC_PRETRAIN_VARIABLES)
@@ -90,6 +89,7 @@ class CLEARConfig:
                      'value_cloning_cost', 'lstm_size', 'critic_pretrain_steps'):
             require(getattr(self, name) >= 0,
                     f'{name} must be >= 0 (a weight or a size), got {getattr(self, name)}')
+        # split_batch is where replay_fraction's range is checked.
         num_fresh, num_replayed = split_batch(self.batch_size, self.replay_fraction)
         require(num_replayed <= self.replay.replay_size,
                 f'replay_size ({self.replay.replay_size}) is smaller than the replayed part '

@@ -40,12 +40,12 @@ Behavioural cloning adds the demonstrations' negative log-likelihood, and
 `pretrain()` trains the policy on demonstrations alone before any actor acts.
 """
 
-from typing import Any, Dict, Optional
+from typing import Dict, Optional
 
 import tensorflow as tf
 
 from reverb_agents.agents import prior as prior_lib
-from reverb_agents.agents import returns, reward_signals, vtrace
+from reverb_agents.agents import contract, returns, reward_signals, vtrace
 from reverb_agents.agents.clear import losses
 from reverb_agents.agents.clear.config import CLEARConfig
 from reverb_agents.agents.learner_base import LearnerBase
@@ -61,7 +61,7 @@ METRICS = ('loss/policy_gradient', 'loss/baseline', 'loss/entropy', 'loss/policy
            'mean_rho')
 CRITIC_PRETRAIN_METRICS = ('critic_pretrain/baseline_loss', 'critic_pretrain/grad_norm',
                            'critic_pretrain/learning_rate')
-PHASES = ('critic_pretrain', 'learn')
+PHASES = ('critic_pretrain', contract.LEARN)
 
 
 class CLEARLearner(LearnerBase):
@@ -307,7 +307,7 @@ class CLEARLearner(LearnerBase):
         self.clip_and_apply(tape.gradient(loss, variables), variables)
         return loss
 
-    def pretrain(self) -> Any:
+    def pretrain(self) -> Optional[float]:
         """`bc_pretrain_steps` policy updates on the demonstrations alone (the rest of
         them, after a restore); returns the last BC loss, or None if none was due."""
         if self.signals is None:

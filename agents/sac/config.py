@@ -20,7 +20,7 @@ from reverb_agents.agents import configs
 from reverb_agents.agents.configs import field, require, sub_config
 from reverb_agents.agents.prior import PriorConfig
 from reverb_agents.agents.reward_signals import SignalsConfig
-from reverb_agents.replay.dataset import split_batch
+from reverb_agents.replay.batches import split_batch
 
 
 # `discrete_policy`: a learned categorical actor, or the critics' softmax(Q / alpha).

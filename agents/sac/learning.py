@@ -448,7 +448,7 @@ class SACLearner(LearnerBase):
         self.clip_and_apply(tape.gradient(loss, variables), variables, self.actor_optimizer)
         return loss
 
-    def pretrain(self) -> Any:
+    def pretrain(self) -> Optional[float]:
         """`bc_pretrain_steps` actor updates on the demonstrations alone (the rest of
         them, after a restore); the last BC loss, or None if none was due."""
         if self.signals is None:

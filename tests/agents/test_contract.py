@@ -30,6 +30,9 @@ def test_agent_honours_the_contract(name, env_id, tmp_path, wired_agent):
     wired = wired_agent(name, env_id)
     agent, config, setup, learner = wired.agent, wired.config, wired.setup, wired.learner
     assert isinstance(agent, contract.Agent) and agent.name == name
+    assert isinstance(learner, contract.Learner)
+    assert learner.pretrain() is None  # no demonstrations: the wiring's call does nothing
+    assert learner.phase() == contract.LEARN  # one phase unless the config asks for more
     plan = setup.plan
     assert plan == agent.data_plan(config)
     assert plan.transitions_per_batch == plan.batch_sequences * plan.learned_steps

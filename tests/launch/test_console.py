@@ -197,8 +197,8 @@ def test_the_python_api_imports_quietly_and_leaves_stderr_alone(tmp_path):
         "cuda_dnn.cc after the block: the caller's own"]
 
 
-def test_plot_imports_no_tensorflow(tmp_path):
-    """`launch/plot.py` reads progress.csv and run_config.json itself (the writers
+def test_plot_imports_no_tensorflow(tmp_path, fresh_python):
+    """`launch/tools/plot.py` reads progress.csv and run_config.json itself (the writers
     import TensorFlow): a figure from a run directory, with TensorFlow never loaded."""
     run = tmp_path / 'run'
     run.mkdir()
@@ -212,12 +212,9 @@ def test_plot_imports_no_tensorflow(tmp_path):
             f'sys.argv = ["plot.py", {str(run)!r}, "--group_by=replay_size", '
             f'"--output={tmp_path / "curve.png"}"]\n'
             'try:\n'
-            '    runpy.run_module("reverb_agents.launch.plot", run_name="__main__")\n'
+            '    runpy.run_module("reverb_agents.launch.tools.plot", run_name="__main__")\n'
             'except SystemExit as e:\n'
             '    assert not e.code, e.code\n'
             'print(sorted(m for m in sys.modules if m.split(".")[0] == "tensorflow"))\n')
-    result = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
-                            timeout=120)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.splitlines() == [str(tmp_path / 'curve.png'), '[]'], result.stdout
+    assert fresh_python(code) == [str(tmp_path / 'curve.png'), '[]']
     assert (tmp_path / 'curve.png').read_bytes()[:4] == b'\x89PNG'

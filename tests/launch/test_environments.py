@@ -5,6 +5,7 @@ import pytest
 from reverb_agents.agents import configs
 from reverb_agents.agents.clear.config import CLEARConfig
 from reverb_agents.launch import command_line, environments, inprocess
+from reverb_agents.launch.environments import factory
 from reverb_agents.launch.options import RunOptions
 
 
@@ -22,7 +23,7 @@ def test_env_kwargs_are_typed_from_their_literals():
 
 @pytest.mark.parametrize('mode', [None, 'sync', 'async'])
 def test_keywords_reach_every_environment(mode):
-    envs = environments.make_vector_env('Pendulum-v1', 2, 0, mode, env_kwargs={'g': 3.5})
+    envs = factory.make_vector_env('Pendulum-v1', 2, 0, mode, env_kwargs={'g': 3.5})
     try:
         assert list(envs.get_attr('g')) == [3.5, 3.5]
         assert (mode == 'async') == envs.__class__.__name__.startswith('Async')
@@ -33,7 +34,7 @@ def test_keywords_reach_every_environment(mode):
 def test_a_bad_keyword_is_one_line():
     with pytest.raises(environments.EnvironmentSetupError,
                        match="with --env_kwargs=nope=1: .*unexpected keyword argument 'nope'"):
-        environments.make_env('Pendulum-v1', {'nope': 1})
+        factory.make_env('Pendulum-v1', {'nope': 1})
 
 
 def test_a_run_on_async_environments_with_keywords(tmp_path):

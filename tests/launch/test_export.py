@@ -4,6 +4,7 @@ consumer with TensorFlow alone that feeds `first` and zeros acts as the library 
 `launch/evaluate.py`."""
 
 import json
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 import gymnasium as gym
@@ -102,3 +103,40 @@ def test_nests_flatten_to_named_inputs_and_outputs():
     with pytest.raises(signatures.ExportError, match="two members of the nest export as "
                                                      "'observation_a_b'"):
         signatures.observation_parts(gym.spaces.Dict({'a_b': box, 'a': gym.spaces.Dict({'b': box})}))
+
+
+LEGACY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'data',
+                      'legacy_export_cartpole')  # CLEAR, CartPole, exported before `first`
+
+
+def _legacy_returns(seeds) -> list:
+    """The old protocol by hand: `first_prev_action` (-1) and reward 0 at an episode's
+    first step, the greedy signature, the state carried."""
+    model = tf.saved_model.load(LEGACY)
+    step, returns = model.signatures['step_deterministic'], []
+    for seed in seeds:
+        env = gym.make('CartPole-v1')
+        observation, _ = env.reset(seed=seed)
+        state = dict(model.signatures['initial_state'](batch_size=tf.constant(1)))
+        action, reward, total, done = -1, 0.0, 0.0, False
+        while not done:
+            out = dict(step(observation=tf.constant(observation[None], tf.float32),
+                            prev_action=tf.constant([action], tf.int64),
+                            prev_reward=tf.constant([reward], tf.float32), **state))
+            action = int(out.pop('action').numpy()[0])
+            state = out
+            observation, reward, terminated, truncated, _ = env.step(action)
+            total += reward
+            done = terminated or truncated
+        returns.append(total)
+    return returns
+
+
+def test_exports_from_before_first_still_load_and_play(run_script):
+    from reverb_agents.launch.policy import load_policy
+    policy = load_policy(LEGACY)
+    assert [policy.run_episode(gym.make('CartPole-v1'), seed=s) for s in EXPORT_SEEDS] == \
+        _legacy_returns(EXPORT_SEEDS)
+    result = run_script('evaluate', [f'--saved_model={LEGACY}', '--episodes=2'])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert json.loads(result.stdout.strip().splitlines()[-1])['episodes'] == 2

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from reverb_agents.agents import configs
+from reverb_agents.agents import configs, contract
 from reverb_agents.agents.clear.config import CLEARConfig
 from reverb_agents.launch import data, inprocess, load_policy, metrics
 from reverb_agents.launch.options import RunOptions
@@ -66,8 +66,8 @@ def test_info_means_use_the_masks_and_skip_what_is_not_one_number_per_env():
     assert means.pop() == {}  # since the last call
 
 
-class FakeLearner:
-    """A learner whose step only reports a scalar."""
+class FakeLearner(contract.Learner):
+    """A learner whose step only reports a scalar (the contract's other defaults)."""
 
     def step(self, batch):
         return {'loss': tf.reduce_sum(batch.sequence.steps.reward)}

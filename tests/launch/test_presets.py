@@ -56,8 +56,24 @@ def test_preset_resolves(name, tmp_path):
 
 
 # What each run below trained (this file runs in one worker): presets that differ only
-# in what the short run overrides (budget, target, launcher) are the same run.
+# in what the short run overrides (budget, target, launcher) or in the size of a number
+# that is not zero (a learning rate, a batch, a layer's width) are the same wiring.
 _RUN = {}
+
+
+def _wiring(value):
+    """`value` with every non-zero number replaced by 1 (dataclasses, dicts, sequences
+    gone through): what a few hundred steps can tell apart."""
+    if dataclasses.is_dataclass(value):
+        return tuple((f.name, _wiring(getattr(value, f.name)))
+                     for f in dataclasses.fields(value))
+    if isinstance(value, dict):
+        return tuple(sorted((k, _wiring(v)) for k, v in value.items()))
+    if isinstance(value, (list, tuple)):
+        return tuple(_wiring(v) for v in value)
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return int(value != 0)
+    return value
 
 
 def preset_env_ids(name):
@@ -69,9 +85,9 @@ def preset_env_ids(name):
 
 
 def needs_a_suite(name):
-    """True for a preset of MinAtar, Atari or MuJoCo (`launch/suites.py`): those run in
+    """True for a preset of MinAtar, Atari or MuJoCo (`launch/environments/suites.py`): those run in
     tests/launch/test_presets_suites.py, so that pytest-xdist spreads the two files."""
-    from reverb_agents.launch import suites
+    from reverb_agents.launch.environments import suites
     return any(suites.suite_of(env) for env in preset_env_ids(name))
 
 
@@ -111,7 +127,7 @@ def run_a_few_hundred_steps(name, tmp_path):
                      f'--eval_every_steps={per_task * len(options.tasks)}']
     else:
         overrides = [f'--num_steps={steps}']
-    from reverb_agents.launch import suites
+    from reverb_agents.launch.environments import suites
     if any(suites.suite_of(env) == suites.ATARI for env in preset_env_ids(name)):
         # An untrained greedy Breakout policy that never fires plays ALE's whole
         # 108,000-frame episode (80 s here): the evaluation's wiring, in 2,000 frames.
@@ -124,7 +140,7 @@ def run_a_few_hundred_steps(name, tmp_path):
     # the same configuration, tested as such in test_multiprocess.py and test_ray.py).
     options = dataclasses.replace(options, log_interval_s=1000.0, target_return=None,
                                   launcher='inprocess')
-    key = repr((dataclasses.replace(options, logdir='-'), config))
+    key = repr((_wiring(dataclasses.replace(options, logdir='-')), _wiring(config)))
     if key in _RUN:
         return  # the configuration another preset's run has just trained
     _RUN[key] = name

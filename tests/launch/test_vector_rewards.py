@@ -13,6 +13,7 @@ import reverb
 from reverb_agents.agents.clear.config import CLEARConfig
 from reverb_agents.agents.sac.config import SACConfig
 from reverb_agents.launch import environments, inprocess
+from reverb_agents.launch.environments import factory
 from reverb_agents.launch import setup as setup_lib
 from reverb_agents.launch.actor import EpisodeStats
 from reverb_agents.launch.options import RunOptions
@@ -48,10 +49,10 @@ gym.register(id='TwoGoals-v0', entry_point=TwoGoals)
 
 
 def test_vector_env_returns_the_weighted_reward_and_the_vector():
-    envs = environments.make_vector_env('TwoGoals-v0', 3, 0, reward_weights=(0.25, 0.75))
+    envs = factory.make_vector_env('TwoGoals-v0', 3, 0, reward_weights=(0.25, 0.75))
     envs.reset(seed=0)
     _, reward, _, _, info = envs.step(np.array([[0.8], [-0.8], [0.0]], np.float32))
-    assert environments.reward_size(envs) == 2
+    assert factory.reward_size(envs) == 2
     np.testing.assert_allclose(info['reward_vector'],
                                [[0.0, -2.56], [-2.56, 0.0], [-0.64, -0.64]], atol=1e-6)
     np.testing.assert_allclose(reward, [0.75 * -2.56, 0.25 * -2.56, -0.64], atol=1e-6)
@@ -65,7 +66,7 @@ def test_vector_env_returns_the_weighted_reward_and_the_vector():
 ])
 def test_mismatched_reward_weights_are_one_clear_error(env_id, weights, message):
     with pytest.raises(environments.EnvironmentSetupError, match=message):
-        environments.make_vector_env(env_id, 2, 0, reward_weights=weights)
+        factory.make_vector_env(env_id, 2, 0, reward_weights=weights)
 
 
 def test_actor_stores_reward_vectors_in_replay(tmp_path):

@@ -1,11 +1,9 @@
-"""Tests for replay/dataset.py: batch split and mixed, time-major batches.
+"""Tests for replay/dataset.py: mixed, time-major batches.
 
 Items are written with the real `SequenceWriter` into a real in-process
 Reverb server; environment `b`'s step `t` has `reward = 100 b + t`, so each
 batch row names the item it came from.
 """
-
-import math
 
 import numpy as np
 import pytest
@@ -13,6 +11,7 @@ import reverb
 import tensorflow as tf
 
 from reverb_agents.replay import dataset, tables, trajectory
+from reverb_agents.replay.batches import split_batch
 from reverb_agents.replay.writer import SequenceWriter
 
 OBS_SPEC = tf.TensorSpec([3], tf.float32)
@@ -24,38 +23,6 @@ LENGTH = 3
 SIGNATURE = trajectory.sequence_signature(STEP_SPEC, STATE_SPEC, LENGTH)
 NUM_ENVS = 2
 TIMEOUT_MS = 300
-
-
-# --- split_batch -----------------------------------------------------------------
-
-@pytest.mark.parametrize('batch_size, replay_fraction, expected', [
-    (8, 0.0, (8, 0)),
-    (8, 1.0, (0, 8)),
-    (8, 0.5, (4, 4)),
-    (8, 0.25, (6, 2)),
-    (10, 0.3, (7, 3)),  # 0.3 * 10 = 3.0000000000000004
-    (10, 0.7, (3, 7)),  # 0.7 * 10 = 7.000000000000001
-    (6, 1 / 3, (4, 2)),
-    (4, 0.1, (4, 0)),  # 0.4 rounds down
-    (4, 0.2, (3, 1)),  # 0.8 rounds up
-    (5, 0.5, (3, 2)),  # Python's round: 2.5 -> 2 (half to even)
-    (7, 0.5, (3, 4)),  # 3.5 -> 4
-    (1, 0.5, (1, 0)),  # 0.5 -> 0
-    (1, 0.51, (0, 1)),
-    (0, 0.5, (0, 0)),
-])
-def test_split_batch(batch_size, replay_fraction, expected):
-    num_fresh, num_replayed = dataset.split_batch(batch_size, replay_fraction)
-    assert (num_fresh, num_replayed) == expected
-    assert num_replayed == round(replay_fraction * batch_size)
-    assert isinstance(num_fresh, int) and isinstance(num_replayed, int)
-
-
-@pytest.mark.parametrize('replay_fraction', [-0.1, -1e-9, 1.0 + 1e-9, 1.5, 2, math.nan,
-                                             math.inf, -math.inf])
-def test_split_batch_rejects_fraction_outside_unit_interval(replay_fraction):
-    with pytest.raises(ValueError, match='replay_fraction'):
-        dataset.split_batch(8, replay_fraction)
 
 
 def test_mixed_dataset_rejects_bad_fraction_before_connecting():
@@ -124,7 +91,7 @@ def _check_row(batch, row):
 @pytest.mark.parametrize('replay_fraction', [0.0, 0.5, 1.0])
 def test_mixed_dataset(server, replay_fraction):
     batch_size = 4
-    num_fresh, num_replayed = dataset.split_batch(batch_size, replay_fraction)
+    num_fresh, num_replayed = split_batch(batch_size, replay_fraction)
     address = f'localhost:{server.port}'
     client = reverb.Client(address)
     written = _write(client, num_sequences=4)  # 8 items in each table

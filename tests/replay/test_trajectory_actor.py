@@ -14,7 +14,7 @@ import pytest
 import reverb
 import tensorflow as tf
 
-from reverb_agents.launch import environments
+from reverb_agents.launch.environments import factory
 from reverb_agents.launch.actor import Actor
 from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
 from reverb_agents.networks.observations import observation_spec
@@ -121,9 +121,9 @@ def _actor_kwargs(path):
 
 def _run_actor(env_id, num_steps, seed, path):
     tf.random.set_seed(seed)
-    envs = environments.make_vector_env(env_id, NUM_ENVS, seed)
+    envs = factory.make_vector_env(env_id, NUM_ENVS, seed)
     envs = gym.wrappers.vector.RecordEpisodeStatistics(envs, buffer_length=1000)
-    action_space = environments.check_spaces(env_id, envs)
+    action_space = factory.check_spaces(env_id, envs)
     obs_space = envs.single_observation_space
     obs_spec = observation_spec(obs_space)
     core = ActorCriticCore(obs_space, action_space, hidden_sizes=(8,), lstm_size=8)

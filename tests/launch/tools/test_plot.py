@@ -1,10 +1,10 @@
-"""launch/plot.py --continual: one panel per task, one line per run."""
+"""launch/tools/plot.py --continual: one panel per task, one line per run."""
 
 import json
 
 import pytest
 
-from reverb_agents.launch import plot
+from reverb_agents.launch.tools import plot
 from tests.launch.test_continual import HAND_WRITTEN
 
 

@@ -1,9 +1,9 @@
 """Partially observed variants of gymnasium tasks, for recurrent agents.
 
-`--env=reverb_agents.launch.partially_observed:PendulumNoVelocity-v1`: Pendulum-v1 whose
-observation keeps (cos theta, sin theta) and drops the angular velocity, so a
-policy must infer it from the history (the classic POMDP benchmark of
-recurrent SAC / TD3 papers). Importing this module registers the ids.
+`--env=reverb_agents.launch.environments.partially_observed:PendulumNoVelocity-v1`:
+Pendulum-v1 whose observation keeps (cos theta, sin theta) and drops the angular
+velocity, so a policy must infer it from the history (the classic POMDP benchmark
+of recurrent SAC / TD3 papers). Importing this module registers the ids.
 """
 
 import gymnasium as gym

@@ -2,7 +2,7 @@
 
 `--tasks=A,B,C --steps_per_task=N --task_cycles=K` trains on A for N env steps,
 then B, then C, K times over (Rolnick et al. 2019's setting for CLEAR). Every
-task is seen through one pair of shared spaces (`launch/shared_spaces.py`).
+task is seen through one pair of shared spaces (`shared_spaces`).
 
 `TaskSequenceVectorEnv` is the actors' vector env: it counts real env steps
 and, at a visit's boundary, ends every running episode by truncation (the
@@ -17,7 +17,8 @@ import gymnasium as gym
 import numpy as np
 
 from reverb_agents.launch.environments import EnvironmentSetupError
-from reverb_agents.launch.shared_spaces import SharedSpaces, make_task_env, shared_spaces
+from reverb_agents.launch.environments.shared_spaces import (SharedSpaces, make_task_env,
+                                                             shared_spaces)
 
 
 def parse_tasks(tasks: str) -> Tuple[str, ...]:

@@ -20,16 +20,12 @@ from typing import Any, Callable, Mapping, Optional, Sequence
 import gymnasium as gym
 import numpy as np
 
-from reverb_agents.launch import bandits, suites
+from reverb_agents.launch.environments import EnvironmentSetupError, bandits, suites
 from reverb_agents.networks.distributions import ActionSpace, UnsupportedSpaceError
 from reverb_agents.networks.observations import observation_spec
 
 
-BANDITS = tuple(bandits.IDS)  # the meta-RL bandits, registered by importing `launch.bandits`
-
-
-class EnvironmentSetupError(ValueError):
-    """An environment id that cannot be made, or spaces no agent handles."""
+BANDITS = tuple(bandits.IDS)  # the meta-RL bandits, registered by importing `bandits`
 
 
 def check_env_id(env_id: str) -> None:
@@ -84,7 +80,7 @@ def env_reward_size(env: gym.Env) -> int:
 
 def make_env(env_id: str, env_kwargs: Optional[Mapping[str, Any]] = None) -> gym.Env:
     """One environment of `env_id` (`module:Env-v0` too) made with `env_kwargs`, without
-    gymnasium's checker and with its suite's wrappers (`launch.suites`);
+    gymnasium's checker and with its suite's wrappers (`suites`);
     `EnvironmentSetupError` (one line) when it cannot be made."""
     check_env_id(env_id)
     try:
@@ -124,7 +120,7 @@ def make_vector_env(env_id: str, num_envs: int, seed: int,
     subprocess per copy, for environments slower than the network).
     `reward_weights`: for an environment with vector rewards (see the module
     docstring); an error for one without, and a vector-reward one needs them.
-    `wrap`: applied to each copy (e.g. `launch.action_repeat`).
+    `wrap`: applied to each copy (e.g. `action_repeat.wrapper`'s).
     """
     if num_envs < 1:
         raise EnvironmentSetupError(f'num_envs must be >= 1, got {num_envs}')

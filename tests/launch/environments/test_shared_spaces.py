@@ -1,10 +1,11 @@
-"""Task sequences (`launch/shared_spaces.py`): shared spaces, switching at the boundary."""
+"""Task sequences (`launch/environments/shared_spaces.py`): shared spaces, switching at
+the boundary."""
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
-from reverb_agents.launch import shared_spaces
+from reverb_agents.launch.environments import shared_spaces
 from reverb_agents.launch.environments import EnvironmentSetupError
 from reverb_agents.networks.observations import ACTION_MASK
 

@@ -1,5 +1,5 @@
-"""Action repeat (`--step_mul`, `launch/action_repeat.py`): frames against a hand count,
-the learned head end to end, its export and `launch/evaluate.py`."""
+"""Action repeat (`--step_mul`, `launch/environments/action_repeat.py`): frames against a
+hand count, the learned head end to end, its export and `launch/evaluate.py`."""
 
 import json
 
@@ -7,9 +7,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from reverb_agents.launch import action_repeat, inprocess
+from reverb_agents.launch import inprocess
 from reverb_agents.launch import setup as setup_lib
 from reverb_agents.launch.actor import Actor, EpisodeStats, Policy
+from reverb_agents.launch.environments import action_repeat
 from tests.launch.test_run import SMALL_CONFIG, small_options
 
 

@@ -34,7 +34,7 @@ from typing import Any, Dict, Optional, Tuple
 import gymnasium as gym
 import numpy as np
 
-from reverb_agents.launch.action_repeat import FRAMES
+from reverb_agents.launch.environments.action_repeat import FRAMES
 
 MINATAR, ATARI, MUJOCO = 'minatar', 'atari', 'mujoco'
 

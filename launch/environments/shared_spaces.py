@@ -1,4 +1,4 @@
-"""The spaces every task of a task sequence is seen through (`launch/task_sequence.py`).
+"""The spaces every task of a task sequence is seen through (`task_sequence`).
 
 One network acts in every task, and nothing but the observations tells the
 tasks apart:
@@ -20,7 +20,8 @@ from typing import Any, List, Optional, Sequence, Tuple
 import gymnasium as gym
 import numpy as np
 
-from reverb_agents.launch.environments import EnvironmentSetupError, env_reward_size, make_env
+from reverb_agents.launch.environments import EnvironmentSetupError
+from reverb_agents.launch.environments.factory import env_reward_size, make_env
 from reverb_agents.networks.observations import ACTION_MASK
 
 

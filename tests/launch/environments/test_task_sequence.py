@@ -1,8 +1,9 @@
-"""Task sequences (`launch/task_sequence.py`): switching every environment at the boundary."""
+"""Task sequences (`launch/environments/task_sequence.py`): switching every environment
+at the boundary."""
 
 import numpy as np
 
-from reverb_agents.launch import task_sequence
+from reverb_agents.launch.environments import task_sequence
 from reverb_agents.networks.observations import ACTION_MASK
 
 

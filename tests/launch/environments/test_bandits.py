@@ -1,14 +1,17 @@
-"""The meta-RL bandits (`launch/bandits.py`) and their references (`launch/bandit_baselines.py`)."""
+"""The meta-RL bandits (`launch/environments/bandits.py`) and their references
+(`launch/tools/bandit_baselines.py`)."""
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
-from reverb_agents.launch import bandit_baselines, bandits, environments
+from reverb_agents.launch import environments
+from reverb_agents.launch.environments import bandits, factory
+from reverb_agents.launch.tools import bandit_baselines
 
 
 def test_every_bandit_is_registered_with_its_conventions():
-    assert set(environments.BANDITS) == set(bandits.IDS)
+    assert set(factory.BANDITS) == set(bandits.IDS)
     for env_id, task in bandits.IDS.items():
         env = gym.make(env_id, horizon=5)
         observation, _ = env.reset(seed=0)
@@ -90,7 +93,7 @@ def test_vector_bandits_reset_on_the_next_step():
 ])
 def test_bad_keywords_are_one_line(kwargs, message):
     with pytest.raises(environments.EnvironmentSetupError, match=message):
-        environments.make_env('Bandit-Dependent-v0', kwargs)
+        factory.make_env('Bandit-Dependent-v0', kwargs)
 
 
 def test_bayes_optimal_dp_at_horizon_one_is_the_analytic_value():

@@ -1,4 +1,5 @@
-"""`launch/record.py`: an exported policy's episodes written as demonstrations."""
+"""`launch/tools/record.py` (`python launch/record.py`): an exported policy's episodes
+written as demonstrations."""
 
 import json
 from concurrent.futures import ThreadPoolExecutor

@@ -2,8 +2,8 @@
 
 Every episode is a fresh bandit drawn from a task distribution; the agent
 meets it for `horizon` pulls (100 by default) and must explore and exploit
-within the episode. Registered with gymnasium when `launch.environments`
-(or this module) is imported:
+within the episode. Registered with gymnasium when this module is imported
+(`factory` imports it):
 
 | id | arms | task drawn at each reset |
 | --- | --- | --- |
@@ -177,11 +177,14 @@ class BanditVectorEnv(gym.vector.VectorEnv):
         return self.tasks.observation(), rewards, terminated, np.zeros([n], bool), info
 
 
+MODULE = 'reverb_agents.launch.environments.bandits'  # this module, as gymnasium imports it
+
+
 def _register() -> None:
     for env_id, task in IDS.items():
         if env_id not in gym.registry:
-            gym.register(env_id, entry_point='reverb_agents.launch.bandits:BanditEnv',
-                         vector_entry_point='reverb_agents.launch.bandits:BanditVectorEnv',
+            gym.register(env_id, entry_point=f'{MODULE}:BanditEnv',
+                         vector_entry_point=f'{MODULE}:BanditVectorEnv',
                          kwargs={'task': task}, disable_env_checker=True)
 
 

@@ -1,15 +1,28 @@
-"""Environment suites behind extras (launch/suites.py): MinAtar, Atari, MuJoCo."""
+"""Environment suites behind extras (launch/environments/suites.py): MinAtar, Atari, MuJoCo."""
 import sys
 
 import gymnasium as gym
 import numpy as np
 import pytest
 
-from reverb_agents.launch import environments, suites
+from reverb_agents.launch import environments
+from reverb_agents.launch.environments import factory, suites
+
+
+def test_suites_and_bandits_load_no_tensorflow(fresh_python):
+    """What `launch/tools/evaluate.py` imports of the environments: no TensorFlow, no
+    networks, no wiring (the package's `__init__` imports nothing)."""
+    code = ('import sys\n'
+            'from reverb_agents.launch.environments import bandits, suites\n'
+            'suites.register("CartPole-v1"); suites.make("Bandit-Dependent-v0").reset(seed=0)\n'
+            'print(sorted(m for m in sys.modules if m.split(".")[0] == "tensorflow"\n'
+            '             or m.startswith("reverb_agents.")\n'
+            '             and not m.startswith("reverb_agents.launch.environments")))\n')
+    assert fresh_python(code)[-1] == "['reverb_agents.launch']"
 
 
 def test_minatar_images_are_uint8_grids_of_0_and_255():
-    envs = environments.make_vector_env('MinAtar/Breakout-v1', 2, seed=0)
+    envs = factory.make_vector_env('MinAtar/Breakout-v1', 2, seed=0)
     try:
         space = envs.single_observation_space
         assert space.shape == (10, 10, 4) and space.dtype == np.uint8
@@ -34,7 +47,7 @@ def _play(env, steps, seed=0):
 
 
 def test_atari_chain_stacks_84x84_grey_frames_last():
-    env = environments.make_env('ALE/Breakout-v5')
+    env = factory.make_env('ALE/Breakout-v5')
     try:
         assert env.observation_space == gym.spaces.Box(0, 255, (84, 84, 4), np.uint8)
         steps = _play(env, 30)
@@ -54,7 +67,7 @@ def test_atari_chain_stacks_84x84_grey_frames_last():
 def test_atari_life_loss_ends_an_episode_only_when_asked():
     """Breakout has 5 lives: random play loses one within a few hundred steps."""
     def lives_at_end(**kwargs):
-        env = environments.make_env('ALE/Breakout-v5', kwargs)
+        env = factory.make_env('ALE/Breakout-v5', kwargs)
         try:
             steps = _play(env, 400)
             return steps[-1][2], env.unwrapped.ale.lives()
@@ -70,7 +83,7 @@ def test_atari_life_loss_ends_an_episode_only_when_asked():
 def test_mujoco_environments_are_recognised_and_made():
     assert suites.suite_of('HalfCheetah-v5') == suites.MUJOCO
     assert suites.suite_of('CartPole-v1') is None
-    env = environments.make_env('Hopper-v5')
+    env = factory.make_env('Hopper-v5')
     try:
         assert env.observation_space.shape == (11,) and env.action_space.shape == (3,)
     finally:
@@ -90,7 +103,7 @@ def test_a_missing_extra_is_one_line_naming_it(monkeypatch, env_id, module, extr
     for key in [k for k in gym.registry if '/' in prefix and k.startswith(prefix)]:
         monkeypatch.delitem(gym.registry, key)
     with pytest.raises(environments.EnvironmentSetupError) as raised:
-        environments.make_vector_env(env_id, 1, seed=0)
+        factory.make_vector_env(env_id, 1, seed=0)
     message = str(raised.value)
     assert f"pip install -e '.[{extra}]'" in message and '\n' not in message
 

@@ -1,0 +1,17 @@
+"""How one learner batch divides between the tables: plain Python, no Reverb or
+TensorFlow, so agent configs can size their batches without loading either."""
+
+from typing import Tuple
+
+
+def split_batch(batch_size: int, replay_fraction: float) -> Tuple[int, int]:
+    """(fresh rows from `queue`, replayed rows from `replay`) of a batch of `batch_size`
+    rows: `round(replay_fraction * batch_size)` replayed (Python's round, half to even).
+
+    The one check of `replay_fraction`'s range: a ValueError (one line) outside [0, 1]
+    (NaN included); configs and the data plan call this rather than repeat it.
+    """
+    if not 0.0 <= replay_fraction <= 1.0:
+        raise ValueError(f'replay_fraction must be in [0, 1], got {replay_fraction}')
+    num_replayed = int(round(replay_fraction * batch_size))
+    return batch_size - num_replayed, num_replayed
