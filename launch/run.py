@@ -1,6 +1,6 @@
 """Trains an agent: `python launch/run.py --agent=clear [--env=CartPole-v1] ...`.
 
-Every field of the agent's config is also a flag (see `--helpfull`); the
+Every field of the agent's config is also a flag (`--agent=X --help` lists X's); the
 flags, default presets and their checks are `launch/command_line.py`. Bad
 input ends with one line on stderr and exit status 1. Ctrl-C checkpoints,
 exports and exits with status 130 (`launch/inprocess.py`). The console is
