@@ -33,20 +33,12 @@ import tensorflow as tf
 from reverb_agents.launch import console, evaluation, periodic_evaluation
 from reverb_agents.launch.environments import shared_spaces
 from reverb_agents.launch.options import RunOptions
+from reverb_agents.launch.run_files import read_continual
 from reverb_agents.networks.cores import ActorCriticCore
 from reverb_agents.networks.distributions import ActionSpace
 
 CSV = 'continual.csv'
 COLUMNS = ('env_steps', 'task', 'return_mean', 'return_std')
-
-
-def read_rows(path: str) -> List[Dict[str, Any]]:
-    """The rows of a `continual.csv`: env_steps int, task str, returns float."""
-    with open(path, newline='') as f:
-        return [{'env_steps': int(row['env_steps']), 'task': row['task'],
-                 'return_mean': float(row['return_mean']),
-                 'return_std': float(row['return_std'])}
-                for row in csv.DictReader(f)]
 
 
 def visit_ends(tasks: Sequence[str], steps_per_task: int, task_cycles: int) -> Dict[str, int]:
@@ -93,7 +85,7 @@ class ContinualEvaluation:
         self._action_space = action_space
         self._shared = shared_spaces.shared_spaces(options.tasks)
         self.path = os.path.join(options.logdir, CSV)
-        rows = read_rows(self.path) if os.path.exists(self.path) else []
+        rows = read_continual(self.path) if os.path.exists(self.path) else []
         self.schedule = periodic_evaluation.EvalSchedule(
             options.eval_interval, options.sequence_steps,
             max((r['env_steps'] for r in rows), default=None))
@@ -144,7 +136,7 @@ class ContinualEvaluation:
         """`tasks`, `mean_forgetting` and the final evaluation (means over the tasks of
         the last row's return mean and std) for `summary.json`."""
         options = self.options
-        rows = read_rows(self.path) if os.path.exists(self.path) else []
+        rows = read_continual(self.path) if os.path.exists(self.path) else []
         results = forgetting(rows, options.tasks, options.steps_per_task, options.task_cycles)
         final = [r for r in rows if r['env_steps'] == self.last_point]
         return {

@@ -179,10 +179,3 @@ class ProgressCSV:
             if new_file:
                 writer.writeheader()
             writer.writerow(row)
-
-
-def read_progress(path: str) -> List[Dict[str, float]]:
-    """The rows of a `progress.csv`, numbers as floats (empty cells left out)."""
-    with open(path, newline='') as f:
-        return [{k: float(v) for k, v in row.items() if v not in ('', None)}
-                for row in csv.DictReader(f)]

@@ -67,26 +67,28 @@ def _at(nest: Any, path: Sequence[Any]) -> Any:
     return nest
 
 
-def _pack(parts: Sequence[dict], values: Sequence[Any]) -> Any:
-    """The nest the specs' paths describe (dicts for keys, tuples for indices)."""
-    if len(parts) == 1 and not parts[0]['path']:
+def pack(paths: Sequence[Sequence[Any]], values: Sequence[Any]) -> Any:
+    """The nest `paths` describe (keys and indices into it, `specs.json`'s `path`s),
+    holding `values` (one per path): the value itself for one empty path, else dicts for
+    keys and tuples for indices. `launch/signatures.py` packs the export's parts with it."""
+    if len(paths) == 1 and not paths[0]:
         return values[0]
     root: Dict[Any, Any] = {}
-    for part, value in zip(parts, values):
+    for path, value in zip(paths, values):
         node = root
-        for key in part['path'][:-1]:
+        for key in path[:-1]:
             node = node.setdefault(key, {})
-        node[part['path'][-1]] = value
+        node[path[-1]] = value
+    return _containers(root)
 
-    def containers(node):
-        if not isinstance(node, dict):
-            return node
-        members = {k: containers(v) for k, v in node.items()}
-        if all(isinstance(k, int) for k in members):
-            return tuple(members[i] for i in range(len(members)))
-        return members
 
-    return containers(root)
+def _containers(node: Any) -> Any:
+    if not isinstance(node, dict):
+        return node
+    members = {k: _containers(v) for k, v in node.items()}
+    if all(isinstance(k, int) for k in members):
+        return tuple(members[i] for i in range(len(members)))
+    return members
 
 
 def _rows(value: Any, batch: int, dtype) -> np.ndarray:
@@ -181,7 +183,8 @@ class Policy:
         inputs.update({k: v for k, v in state.items() if k != 'prev_step_mul'})
         signature = 'step_deterministic' if deterministic else 'step'
         outputs = dict(self.model.signatures[signature](**inputs))
-        action = _pack(self._outputs, [outputs.pop(o['name']).numpy() for o in self._outputs])
+        action = pack([o['path'] for o in self._outputs],
+                      [outputs.pop(o['name']).numpy() for o in self._outputs])
         repeats = outputs.pop('step_mul', None)
         if repeats is not None:
             outputs['prev_step_mul'] = repeats

@@ -22,6 +22,7 @@ import tensorflow as tf
 from absl import logging
 
 from reverb_agents.launch import lockfile
+from reverb_agents.launch.run_files import flat_config
 
 RUN_CONFIG = 'run_config.json'  # agent, env and config of a run, written at its start
 SUMMARY = 'summary.json'  # what a run reached, written at its end
@@ -93,17 +94,6 @@ def write_summary(logdir: str, summary: Dict[str, Any]) -> str:
         json.dump(summary, f, indent=2)
     return path
 
-
-def flat_config(config: Dict[str, Any]) -> Dict[str, Any]:
-    """A config dict with sub-configs' fields at the top (their flag names), values as JSON
-    reads them back (tuples as lists)."""
-    flat = {}
-    for key, value in json.loads(json.dumps(config)).items():
-        if isinstance(value, dict):
-            flat.update(flat_config(value))
-        else:
-            flat[key] = value
-    return flat
 
 
 def run_differences(stored: Dict[str, Any], agent: str, env: str, config: Any,

@@ -29,6 +29,7 @@ from typing import Any, Dict, List, NamedTuple, Sequence, Tuple, Union
 import gymnasium as gym
 import tensorflow as tf
 
+from reverb_agents.launch import policy
 from reverb_agents.networks.observations import ACTION_MASK, exported_observation, observation_spec
 
 PathElement = Union[str, int]  # a Dict key or a Tuple index
@@ -112,21 +113,4 @@ def action_parts(space: gym.Space) -> List[Part]:
 def pack(parts: Sequence[Part], values: Sequence[Any]) -> Any:
     """The nest the parts' paths describe, holding `values` (one per part): the value
     itself for a path `()`, else dicts for keys and tuples for indices."""
-    if len(parts) == 1 and not parts[0].path:
-        return values[0]
-    root: Dict[PathElement, Any] = {}
-    for part, value in zip(parts, values):
-        node = root
-        for key in part.path[:-1]:
-            node = node.setdefault(key, {})
-        node[part.path[-1]] = value
-    return _containers(root)
-
-
-def _containers(node: Any) -> Any:
-    if not isinstance(node, dict):
-        return node
-    members = {k: _containers(v) for k, v in node.items()}
-    if all(isinstance(k, int) for k in members):
-        return tuple(members[i] for i in range(len(members)))
-    return members
+    return policy.pack([part.path for part in parts], values)

@@ -187,14 +187,16 @@ def wired_agent(tmp_path, reverb_server):
         envs.close()
 
 
-def library_greedy_returns(core, action_space, env_id: str, seeds: Sequence[int]) -> List[float]:
-    """In-library greedy returns, one environment, batch size 1, episode i on seeds[i]."""
+def library_greedy_returns(core, action_space, env_id: str, seeds: Sequence[int],
+                           env: Optional[gym.Env] = None) -> List[float]:
+    """In-library greedy returns, one environment (`env`, else `gym.make(env_id)`), batch
+    size 1, episode i on seeds[i]."""
     import tensorflow as tf
     from reverb_agents.launch.actor import Policy
     from reverb_agents.networks.observations import numpy_caster
 
     policy = Policy(core, action_space, seed=0, deterministic=True)
-    env = gym.make(env_id)
+    env = env or gym.make(env_id)
     cast = numpy_caster(env.observation_space)  # as the actors store observations
     returns = []
     for seed in seeds:

@@ -17,7 +17,6 @@ without replay) and, when the runs differ in seed, the seed. Every logdir
 must be a run of the same sequence.
 """
 
-import csv
 import json
 import os
 import sys
@@ -26,6 +25,7 @@ from typing import Any, Dict, List, Sequence
 from absl import app, flags
 
 from reverb_agents.launch import help as help_lib  # no TensorFlow
+from reverb_agents.launch.run_files import flat_config, read_continual, read_progress
 
 flags.DEFINE_multi_string('continual', None, 'task-sequence logdirs to plot (repeat the flag '
                           'or list them after it)')
@@ -68,32 +68,6 @@ def _run_files(logdir: str) -> Dict[str, Any]:
     return {'run': _read_json(os.path.join(logdir, RUN_CONFIG)),
             'summary': _read_json(os.path.join(logdir, SUMMARY))}
 
-
-def flat_config(config: Dict[str, Any]) -> Dict[str, Any]:
-    """A run config's `config` with sub-configs' fields at the top (their flag names)."""
-    flat: Dict[str, Any] = {}
-    for key, value in config.items():
-        if isinstance(value, dict):
-            flat.update(flat_config(value))
-        else:
-            flat[key] = value
-    return flat
-
-
-def read_progress(path: str) -> List[Dict[str, float]]:
-    """The rows of a `progress.csv`, numbers as floats (empty cells left out)."""
-    with open(path, newline='') as f:
-        return [{k: float(v) for k, v in row.items() if v not in ('', None)}
-                for row in csv.DictReader(f)]
-
-
-def read_continual(path: str) -> List[Dict[str, Any]]:
-    """The rows of a `continual.csv`: env_steps int, task str, returns float."""
-    with open(path, newline='') as f:
-        return [{'env_steps': int(row['env_steps']), 'task': row['task'],
-                 'return_mean': float(row['return_mean']),
-                 'return_std': float(row['return_std'])}
-                for row in csv.DictReader(f)]
 
 
 def agent_label(agent: str, config: Dict[str, Any]) -> str:

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from reverb_agents.launch import continual, inprocess
+from reverb_agents.launch import continual, inprocess, run_files
 from tests.launch.test_run import SMALL_CONFIG, SMALL_FLAGS, small_options
 
 HAND_WRITTEN = """env_steps,task,return_mean,return_std
@@ -34,7 +34,7 @@ HAND_WRITTEN = """env_steps,task,return_mean,return_std
 def test_forgetting_from_a_hand_written_csv(tmp_path):
     path = tmp_path / continual.CSV
     path.write_text(HAND_WRITTEN)
-    rows = continual.read_rows(str(path))
+    rows = run_files.read_continual(str(path))
     results = continual.forgetting(rows, ['A', 'B', 'C'], steps_per_task=100)
     by_task = {r['env']: r for r in results}
     # A: B=10, R=110 (end of its visit, step 100), E=35 (last row): (110-35)/(110-10).
@@ -80,7 +80,7 @@ def test_a_task_sequence_run_writes_continual_csv_and_forgetting(tmp_path):
     on_disk = json.loads((logdir / 'summary.json').read_text())
     assert on_disk['env'] == 'CartPole-v1,Acrobot-v1'
     assert [t['env'] for t in on_disk['tasks']] == ['CartPole-v1', 'Acrobot-v1']
-    expected = continual.forgetting(continual.read_rows(str(logdir / continual.CSV)),
+    expected = continual.forgetting(run_files.read_continual(str(logdir / continual.CSV)),
                                     ['CartPole-v1', 'Acrobot-v1'], 600)
     assert on_disk['tasks'] == expected
     assert on_disk['mean_forgetting'] == continual.mean_forgetting(expected)

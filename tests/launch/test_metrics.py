@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from reverb_agents.agents import configs, contract
 from reverb_agents.agents.clear.config import CLEARConfig
-from reverb_agents.launch import data, inprocess, load_policy, metrics
+from reverb_agents.launch import data, inprocess, load_policy, metrics, run_files
 from reverb_agents.launch.options import RunOptions
 from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.replay.dataset import Batch
@@ -135,7 +135,7 @@ def test_a_short_run_writes_action_histograms_variable_norm_and_env_info(tmp_pat
     assert curve == sorted(curve) and 0 < curve[-1] <= summary['env_steps']
     assert curve[-1] > summary['learner_steps']
     # progress.csv: a row per log interval, then the last; returns and losses in it.
-    rows = metrics.read_progress(str(logdir / metrics.PROGRESS_CSV))
+    rows = run_files.read_progress(str(logdir / metrics.PROGRESS_CSV))
     assert len(rows) >= 3
     assert [r['env_steps'] for r in rows] == sorted(r['env_steps'] for r in rows)
     assert rows[-1]['env_steps'] == summary['env_steps']

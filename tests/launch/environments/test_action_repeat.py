@@ -9,8 +9,9 @@ import pytest
 
 from reverb_agents.launch import inprocess
 from reverb_agents.launch import setup as setup_lib
-from reverb_agents.launch.actor import Actor, EpisodeStats, Policy
+from reverb_agents.launch.actor import Actor, EpisodeStats
 from reverb_agents.launch.environments import action_repeat
+from tests.conftest import library_greedy_returns
 from tests.launch.test_run import SMALL_CONFIG, small_options
 
 
@@ -95,24 +96,8 @@ def test_a_learned_step_mul_run_exports_and_evaluates_with_it(tmp_path, run_scri
     core, action_space, _, env_id = export.restore_core(str(logdir))
     assert env_id == 'CartPole-v1' and len(action_space.leaves) == 2
     # In-library greedy returns, one environment, as launch/evaluate.py plays them.
-    policy = Policy(core, action_space, seed=0, deterministic=True)
     env = action_repeat.LearnedActionRepeat(gym.make('CartPole-v1'), 3)
-    expected = []
-    for seed in (100, 101):
-        obs, _ = env.reset(seed=seed)
-        state, total, done = policy.initial_state(1), 0.0, False
-        prev_action = (np.zeros([1], np.int32), np.zeros([1], np.int32))
-        prev_reward, first = np.zeros([1], np.float32), np.ones([1], bool)
-        while not done:
-            action, _, _, _, state = policy(obs[None].astype(np.float32), prev_action,
-                                            prev_reward, first, state)
-            env_action = {k: v[0] for k, v in action_space.to_env(action).items()}
-            obs, reward, terminated, truncated, _ = env.step(env_action)
-            total += reward
-            done = terminated or truncated
-            prev_action, prev_reward = action, np.array([reward], np.float32)
-            first = np.zeros([1], bool)
-        expected.append(total)
+    expected = library_greedy_returns(core, action_space, env_id, (100, 101), env=env)
     result = run_script('evaluate', [f'--saved_model={summary["saved_model"]}',
                                      '--episodes=2', '--seed=100'])
     assert result.returncode == 0, result.stderr[-2000:]

@@ -48,7 +48,7 @@ def test_learning_curves_of_two_seeds_from_real_runs(tmp_path):
     """Two short real runs write progress.csv; their mean +- std over the seeds is one line."""
     from reverb_agents.agents import configs
     from reverb_agents.agents.clear.config import CLEARConfig
-    from reverb_agents.launch import inprocess, metrics
+    from reverb_agents.launch import inprocess, metrics, run_files
     from reverb_agents.launch.options import RunOptions
 
     config = configs.from_flat(CLEARConfig, dict(
@@ -59,7 +59,7 @@ def test_learning_curves_of_two_seeds_from_real_runs(tmp_path):
         logdir = str(tmp_path / f'seed{seed}')
         inprocess.train(RunOptions(env='CartPole-v1', num_envs=4, num_steps=2000, seed=seed,
                                    logdir=logdir, eval_episodes=1, log_interval_s=0.1), config)
-        rows = metrics.read_progress(f'{logdir}/{metrics.PROGRESS_CSV}')
+        rows = run_files.read_progress(f'{logdir}/{metrics.PROGRESS_CSV}')
         assert len(rows) >= 3 and rows[-1]['env_steps'] >= 2000
         logdirs.append(logdir)
     curves = [plot.load_curve(d) for d in logdirs]
