@@ -7,11 +7,13 @@
 `train` takes what `launch/run.py` takes, as typed keyword arguments: run options
 (`seed`, `num_envs`, `logdir`, `eval_every_steps`, `env_kwargs` as a dict, ...)
 and any field of the agent's config (`learning_rate`, `hidden_sizes` as a tuple,
-...). They are set on a private set of absl flags through the command line's own
-parsers and checks (`launch/command_line.py`), so a bad value raises the
-`ValueError` the command line would print, and a caller's own absl flags are
-never touched. As on the command line, the agent's preset for the environment
-applies (`preset=False`: none; a name: that one) and a `logdir` that holds a run
+...). They build the run's `RunOptions` and config directly
+(`launch.command_line.resolve`, which the command line also ends in), after a
+check of each value's type; the options' and configs' own checks then refuse
+a bad value with the `ValueError` the command line would print. As on the
+command line, the agent's preset for the environment applies first
+(`preset=False`: none; a name: that one), read on a private set of absl flags
+(a caller's own absl flags are never touched), and a `logdir` that holds a run
 needs `resume=True`. Runs in one process.
 
 `env` is a gymnasium id, an environment object or a function that makes one. An
@@ -22,10 +24,11 @@ so the run makes its environments as it makes any other: an object is copied
 in this process only: `launch/evaluate.py` and `--resume` from another process
 need an id gymnasium knows there (`module:Env-v0`).
 
-`callbacks` (`launch/callbacks.py`) see the run's progress as often as
-`progress.csv` gets a row and stop it by returning False.
+`callbacks` (`launch/callbacks.py`) see the run's progress rows, evaluations and
+checkpoints, and stop it by returning False.
 """
 
+import ast
 import copy
 import dataclasses
 import difflib
@@ -37,14 +40,16 @@ import gymnasium as gym
 from absl import flags
 
 from reverb_agents.launch import command_line, environments, inprocess, rundir
-from reverb_agents.launch.callbacks import Callback, ProgressCallbacks, StopTraining, TrainingProgress
+from reverb_agents.launch.callbacks import (Callback, CallbackLike, CheckpointSaved, EarlyStopping,
+                                           EvaluationResult, RunEvents, StopTraining,
+                                           TrainingProgress)
 from reverb_agents.launch.policy import Policy, load_policy
 from reverb_agents.launch.preset_files import NO_PRESET
 
 ENV_NAMESPACE = 'python'  # gymnasium's namespace of the environments given as objects
 EnvSource = Union[str, gym.Env, Callable[..., gym.Env]]
 # Flags the choice of the default preset depends on (`command_line.parse`): they go
-# through the command line itself, the others are set after it.
+# through the command line itself, the others are set on its values.
 _BEFORE_PRESET = ('tasks', 'no_preset', 'role')
 
 
@@ -100,42 +105,45 @@ def register_env(env: EnvSource) -> str:
     return env_id
 
 
-def _literal(value: Any) -> str:
-    """`repr(value)` with every comma inside a string written `\\x2c`, so that
-    `command_line.parse_env_kwargs` never splits a string at a `, name=` inside it."""
-    if isinstance(value, (str, bytes)):
-        return repr(value).replace(',', '\\x2c')
-    if isinstance(value, dict):
-        return '{' + ', '.join(f'{_literal(k)}: {_literal(v)}' for k, v in value.items()) + '}'
-    if isinstance(value, (list, tuple)):
-        items = ', '.join(_literal(v) for v in value)
-        return f'[{items}]' if isinstance(value, list) else f'({items}{"," * (len(value) == 1)})'
-    return repr(value)
+_TYPES = {'int': (int,), 'float': (int, float), 'bool': (bool,), 'string': (str,),
+          'string enum': (str,)}
+_NAMES = {'int': 'an int', 'float': 'a number', 'bool': 'True or False', 'string': 'a string',
+          'string enum': 'a string'}
 
 
-def _flag_value(flag: flags.Flag, name: str, value: Any) -> Any:
-    """`value` as `flag.parse` takes it: lists of strings for list flags (numbers
-    written exactly: the config's element type reads them back), `env_kwargs` as the
-    command line's text, which must read back as the same dict."""
+def _typed(flag: flags.Flag, name: str, value: Any) -> Any:
+    """`value` checked against `flag`'s type, as `command_line.resolve` takes it: lists
+    as tuples (their elements checked by the config), `env_kwargs` a dict of Python
+    literals (it is written to `run_config.json` and compared on `--resume`)."""
     if name == 'env_kwargs':
         if not isinstance(value, Mapping):
             raise ValueError(f'env_kwargs must be a dict, got {value!r}')
-        text = ','.join(f'{k}={_literal(v)}' for k, v in value.items())
-        if command_line.parse_env_kwargs(text) != dict(value):
+        try:
+            literal = ast.literal_eval(repr(dict(value))) == dict(value)
+        except (ValueError, SyntaxError):
+            literal = False
+        if not literal:
             raise ValueError(f'env_kwargs={value!r}: the values must be Python literals '
                              f'(numbers, strings, tuples, lists, dicts); pass a function that '
                              f'makes the environment for anything else')
-        return text
+        return dict(value)
     if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if isinstance(flag.parser, flags.ListParser) and isinstance(value, (list, tuple)):
-        return [v if isinstance(v, str) else str(v) for v in value]
-    return value
+        value = os.fspath(value)
+    kind = flag.flag_type()
+    if isinstance(flag.parser, flags.ListParser):
+        if not isinstance(value, (str, list, tuple)):
+            raise ValueError(f'{name} takes a tuple, got {value!r}')
+        return tuple(flag.parser.parse(value) if isinstance(value, str) else value)
+    if not isinstance(value, _TYPES[kind]) or (isinstance(value, bool) and kind != 'bool'):
+        raise ValueError(f'{name} takes {_NAMES[kind]}, got {value!r}')
+    if kind == 'string enum' and value not in flag.parser.enum_values:
+        raise ValueError(f'{name} takes one of {flag.parser.enum_values}, got {value!r}')
+    return float(value) if kind == 'float' else value
 
 
-def _parse(argv: List[str], overrides: Dict[str, Any]) -> flags.FlagValues:
-    """The run's flags: `argv` through the command line (default preset included), then
-    each override parsed from its typed value."""
+def _values(argv: List[str], overrides: Dict[str, Any]) -> Dict[str, Any]:
+    """The run's typed values: `argv` (agent, env, preset) through the command line with
+    the preset it applies, then each override set as it is (`_typed`)."""
     fv = flags.FlagValues()
     command_line.define_flags(fv)
     for name in overrides:
@@ -145,17 +153,19 @@ def _parse(argv: List[str], overrides: Dict[str, Any]) -> flags.FlagValues:
                              + (f' (did you mean {close[0]!r}?)' if close else ''))
     try:
         command_line.parse(argv, fv)
-        for name, value in overrides.items():
-            if value is not None:  # None: the default, as a flag left out
-                fv[name].parse(_flag_value(fv[name], name, value))
+        values = command_line.flag_values(fv)
     except flags.Error as e:
         raise ValueError(str(e)) from None
-    return fv
+    for name, value in overrides.items():
+        if value is not None:  # None: the default, as a flag left out
+            values[name] = _typed(fv[name], name, value)
+    return values
 
 
 def train(agent: str = 'clear', env: Optional[EnvSource] = None,
           num_steps: Optional[int] = None, *,
-          callbacks: Union[Callback, Sequence[Callback]] = (), preset: Union[bool, str] = True,
+          callbacks: Union[CallbackLike, Sequence[CallbackLike]] = (),
+          preset: Union[bool, str] = True,
           resume: bool = False, **overrides: Any) -> Result:
     """Trains `agent` on `env` (default CartPole-v1) in this process (see the module
     doc) and returns the summary, the run's directory and the exported policy.
@@ -175,22 +185,22 @@ def train(agent: str = 'clear', env: Optional[EnvSource] = None,
             argv.append(f'--{name}={str(value).lower() if isinstance(value, bool) else value}')
     if num_steps is not None:
         overrides['num_steps'] = num_steps
-    fv = _parse(argv, overrides)
-    if fv.role or fv.launcher != 'inprocess':
+    values = _values(argv, overrides)
+    if values['role'] or values['launcher'] != 'inprocess':
         raise ValueError('train() runs in one process: leave role and launcher out')
     try:
-        options, config = command_line.resolve(fv)
+        options, config = command_line.resolve(values)
     except environments.EnvironmentSetupError as e:
         raise ValueError(str(e)) from None
-    callbacks = (callbacks,) if callable(callbacks) else tuple(callbacks)
-    on_progress = ProgressCallbacks(callbacks, options.logdir, options.progress_row_steps,
-                                    options.log_interval_s) if callbacks else None
+    if callable(callbacks) or isinstance(callbacks, Callback):
+        callbacks = (callbacks,)
+    events = RunEvents(tuple(callbacks), options.logdir, options.progress_row_steps,
+                       options.log_interval_s) if callbacks else None
     rundir.check_start(options.logdir, resume, options, config)
-    summary = inprocess.train(options, config, on_progress)
+    summary = inprocess.train(options, config, events)
     policy = load_policy(summary['saved_model']) if summary.get('saved_model') else None
-    return Result(summary, options.logdir, policy, options.env,
-                  bool(on_progress and on_progress.stopped))
+    return Result(summary, options.logdir, policy, options.env, bool(events and events.stopped))
 
 
-__all__ = ['Result', 'StopTraining', 'TrainingProgress', 'register_env', 'train',
-           'load_policy']
+__all__ = ['Callback', 'CheckpointSaved', 'EarlyStopping', 'EvaluationResult', 'Result',
+           'StopTraining', 'TrainingProgress', 'register_env', 'train', 'load_policy']

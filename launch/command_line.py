@@ -1,8 +1,10 @@
 """The run's flags, their presets and what they resolve to (`RunOptions`, the agent's config).
 
-`launch/run.py` defines these flags on absl's global `FLAGS`; the Python API
-(`launch.api.train`) defines them on a private `FlagValues`, so both validate
-input the same way and the API never touches a caller's own absl flags.
+`resolve` builds a run's `RunOptions` and the agent's config from typed
+values by flag name. `launch/run.py` defines the flags on absl's global
+`FLAGS` and reads them with `flag_values`; the Python API (`launch.api.train`)
+parses only a preset and its agent/env on a private `FlagValues` (the caller's
+own absl flags are never touched) and sets its typed keywords directly.
 
 - **Presets.** The flagfiles in `launch/presets/` are package data, found
   through `importlib.resources`, so an installed wheel has them too.
@@ -22,7 +24,7 @@ import ast
 import os
 import re
 import time
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 from absl import flags
 
@@ -127,8 +129,7 @@ def define_flags(fv: flags.FlagValues) -> None:
     integer('checkpoint_interval_steps', _DEFAULTS.checkpoint_interval_steps,
             f'learner steps between checkpoints instead of --checkpoint_interval_s (0: by '
             f'seconds; --deterministic: {DETERMINISTIC_CHECKPOINT_STEPS:,} when 0)')
-    boolean('deterministic', _DEFAULTS.deterministic,
-            DETERMINISTIC_HELP)
+    boolean('deterministic', _DEFAULTS.deterministic, DETERMINISTIC_HELP)
     integer('intra_op_threads', None, f'TensorFlow\'s threads within one op (its matmuls); '
             f'0: one per core {_default_help("intra_op_threads")}')
     boolean('save_replay', None, f'in-process runs: checkpoint the replay tables with the '
@@ -158,18 +159,6 @@ def define_flags(fv: flags.FlagValues) -> None:
     real('replay_checkpoint_interval_s', 60.0,
          'seconds between checkpoints of the replay tables (--role=replay)')
     config_flags.define_flags(registry.CONFIG_CLASSES, fv)
-
-
-
-
-
-
-
-
-
-
-
-
 
 
 def parse(argv: List[str], fv: flags.FlagValues) -> Tuple[List[str], Optional[str]]:
@@ -225,74 +214,82 @@ def new_logdir(agent: str, env: str, root: str = RUNS) -> str:
     return path
 
 
-def resolve(fv: flags.FlagValues) -> Tuple[RunOptions, Any]:
-    """The run's options and the agent's config from the parsed flags. A run without
-    `--logdir` gets `new_logdir`'s name (not created here).
+def flag_values(fv: flags.FlagValues) -> Dict[str, Any]:
+    """The parsed flags as the typed values `resolve` takes: each flag's value by name,
+    `env_kwargs` read into a dict, `env` None when it was not given (the default then)."""
+    values = {name: fv[name].value for name in fv}
+    values['env_kwargs'] = parse_env_kwargs(fv.env_kwargs)
+    values['env'] = fv.env if fv['env'].present else None
+    return values
 
-    Raises ValueError (one line) for unknown roles or launchers, a flag of
+
+def resolve(values: Mapping[str, Any]) -> Tuple[RunOptions, Any]:
+    """The run's options and the agent's config from typed values by flag name (every
+    flag of `define_flags`; `flag_values` reads them from the command line, the Python
+    API sets its keywords directly). A run without `logdir` gets `new_logdir`'s name
+    (not created here).
+
+    Raises ValueError (one line) for unknown roles or launchers, a field of
     another agent, or a value an options or config check refuses.
     """
-    if fv.role and fv.role not in ROLES:
-        raise ValueError(f'unknown --role={fv.role!r}; choose one of {list(ROLES)}')
-    if fv.launcher not in LAUNCHERS:
-        raise ValueError(f'unknown --launcher={fv.launcher!r}; choose one of {list(LAUNCHERS)}')
-    if fv.launcher != 'inprocess' and fv.num_actors < 1:
-        raise ValueError(f'--num_actors must be >= 1, got {fv.num_actors}')
-    if fv.launcher == 'ray':
-        ray_launcher.check_flags(fv.ray_address, fv.actor_cpus, fv.actor_resources,
-                                 fv.learner_resources)
-    if fv.role in ('learner', 'actor') and not fv.replay_address:
-        raise ValueError(f'--role={fv.role} needs --replay_address=host:port')
-    if fv.role and not fv.logdir:
-        raise ValueError(f'--role={fv.role} needs --logdir (the run\'s directory, shared by '
+    v = dict(values)
+    role, launcher = v['role'], v['launcher']
+    if role and role not in ROLES:
+        raise ValueError(f'unknown --role={role!r}; choose one of {list(ROLES)}')
+    if launcher not in LAUNCHERS:
+        raise ValueError(f'unknown --launcher={launcher!r}; choose one of {list(LAUNCHERS)}')
+    if launcher != 'inprocess' and v['num_actors'] < 1:
+        raise ValueError(f'--num_actors must be >= 1, got {v["num_actors"]}')
+    if launcher == 'ray':
+        ray_launcher.check_flags(v['ray_address'], v['actor_cpus'], v['actor_resources'],
+                                 v['learner_resources'])
+    if role in ('learner', 'actor') and not v['replay_address']:
+        raise ValueError(f'--role={role} needs --replay_address=host:port')
+    if role and not v['logdir']:
+        raise ValueError(f'--role={role} needs --logdir (the run\'s directory, shared by '
                          f'its roles)')
-    agent = registry.get(fv.agent)
+    agent = registry.get(v['agent'])
     for name in DEMO_FLAGS:
-        if fv[name].value:
-            fv[name].value = package_path(fv[name].value)
-    config = config_flags.config_from_flags(fv.agent, registry.CONFIG_CLASSES, fv)
-    per_agent = {name: fv[name].value
+        if v[name]:
+            v[name] = package_path(v[name])
+    config = config_flags.config_from_values(v['agent'], registry.CONFIG_CLASSES, v)
+    per_agent = {name: v[name]
                  for name in ('num_envs', 'num_steps', 'eval_episodes', 'save_replay',
                               'intra_op_threads')}
-    env, sequence = fv.env, {}
-    if fv.tasks:
-        env, sequence = _task_sequence(fv, per_agent['num_steps'])
+    env, sequence = v['env'] or _DEFAULTS.env, {}
+    if v['tasks']:
+        env, sequence = _task_sequence(v, per_agent['num_steps'])
         per_agent['num_steps'] = sequence.pop('num_steps')
-    elif fv.steps_per_task is not None:
+    elif v['steps_per_task'] is not None:
         raise ValueError('--steps_per_task needs --tasks')
-    env_kwargs = parse_env_kwargs(fv.env_kwargs)
     options = RunOptions(
-        agent=fv.agent, env=env, seed=fv.seed,
-        logdir=fv.logdir or new_logdir(fv.agent, env), **sequence,
-        env_kwargs=env_kwargs, vector_env=fv.vector_env,
-        eval_every_steps=fv.eval_every_steps, step_mul=fv.step_mul,
-        fixed_step_mul=fv.fixed_step_mul, eval_epsilon=fv.eval_epsilon,
-        target_return=fv.target_return, target_greedy=fv.target_greedy,
-        log_interval_s=fv.log_interval_s,
-        checkpoint_interval_s=fv.checkpoint_interval_s,
-        log_interval_steps=fv.log_interval_steps,
-        checkpoint_interval_steps=fv.checkpoint_interval_steps,
-        deterministic=fv.deterministic,
-        launcher='multiprocess' if fv.role else fv.launcher,
-        **{**agent.run_defaults, **{k: v for k, v in per_agent.items() if v is not None}})
+        agent=v['agent'], env=env, seed=v['seed'],
+        logdir=v['logdir'] or new_logdir(v['agent'], env), **sequence,
+        env_kwargs=dict(v['env_kwargs']),
+        **{name: v[name] for name in (
+            'vector_env', 'eval_every_steps', 'step_mul', 'fixed_step_mul', 'eval_epsilon',
+            'target_return', 'target_greedy', 'log_interval_s', 'checkpoint_interval_s',
+            'log_interval_steps', 'checkpoint_interval_steps', 'deterministic')},
+        launcher='multiprocess' if role else launcher,
+        **{**agent.run_defaults, **{k: x for k, x in per_agent.items() if x is not None}})
     return options, setup_lib.resolve_config(options, config)
 
 
-def _task_sequence(fv: flags.FlagValues, num_steps: Optional[int]) -> Tuple[str, Dict[str, int]]:
+def _task_sequence(v: Mapping[str, Any], num_steps: Optional[int]) -> Tuple[str, Dict[str, int]]:
     """`env` ('A,B') and the sequence's RunOptions fields from --tasks and its flags."""
-    if fv['env'].present:
+    if v['env'] is not None:
         raise ValueError('give --env or --tasks, not both')
-    if fv.launcher != 'inprocess' or fv.role:
+    if v['launcher'] != 'inprocess' or v['role']:
         raise ValueError('task sequences run in one process (--launcher=inprocess)')
-    tasks = task_sequence.parse_tasks(fv.tasks)
-    if fv.steps_per_task is None or fv.steps_per_task < 1:
+    tasks = task_sequence.parse_tasks(v['tasks'])
+    steps, cycles = v['steps_per_task'], v['task_cycles']
+    if steps is None or steps < 1:
         raise ValueError(f'--tasks needs --steps_per_task >= 1 (env steps per task visit), '
-                         f'got {fv.steps_per_task}')
-    if fv.task_cycles < 1:
-        raise ValueError(f'--task_cycles must be >= 1, got {fv.task_cycles}')
-    total = len(tasks) * fv.steps_per_task * fv.task_cycles
+                         f'got {steps}')
+    if cycles < 1:
+        raise ValueError(f'--task_cycles must be >= 1, got {cycles}')
+    total = len(tasks) * steps * cycles
     if num_steps is not None and num_steps != total:
         raise ValueError(f'--num_steps={num_steps} but the sequence is {total} env steps '
                          f'(tasks x --steps_per_task x --task_cycles); leave --num_steps out')
-    return ','.join(tasks), {'steps_per_task': fv.steps_per_task,
-                             'task_cycles': fv.task_cycles, 'num_steps': total}
+    return ','.join(tasks), {'steps_per_task': steps, 'task_cycles': cycles, 'num_steps': total}

@@ -4,9 +4,9 @@ Every field of every registered config (sub-config fields under their flat
 names) becomes a flag of the same name whose default is None ("the agent's
 default"); the help text is the field's doc (`agents.configs.field`) and each
 agent's default, each agent's own doc where the agents' docs differ
-(`launch/help.py` shows one agent's fields alone). `config_from_flags` builds
-the chosen agent's config from the flags that were set, and refuses a flag
-that only other agents have.
+(`launch/help.py` shows one agent's fields alone). `config_from_values` builds
+the chosen agent's config from the values that were set (flags or the Python
+API's keywords), and refuses a field that only other agents have.
 """
 
 import dataclasses
@@ -84,11 +84,28 @@ def define_flags(agent_configs: Mapping[str, type], flag_values=flags.FLAGS) -> 
             getattr(flags, f'DEFINE_{kind}')(name, None, help_text, flag_values=flag_values)
 
 
-def config_from_flags(agent: str, agent_configs: Mapping[str, type],
-                      flag_values=flags.FLAGS) -> Any:
-    """`agent`'s config with every config flag the user set.
+def _elements(name: str, value: Any, element: type) -> Tuple[Any, ...]:
+    """A list field's value as a tuple of `element`s: strings (the command line's) are
+    parsed; other values must be of the type already (an int is a float)."""
+    if isinstance(value, str) or not isinstance(value, (list, tuple)):
+        raise ValueError(f'{name} takes a tuple of {element.__name__}s, got {value!r}')
+    if all(isinstance(v, str) for v in value) and element is not str:
+        try:
+            return tuple(element(v) for v in value)
+        except ValueError:
+            raise ValueError(f'--{name} takes comma-separated {element.__name__}s, '
+                             f'got {",".join(value)!r}') from None
+    kinds = (int, float) if element is float else (element,)
+    if not all(isinstance(v, kinds) and not isinstance(v, bool) for v in value):
+        raise ValueError(f'{name} takes a tuple of {element.__name__}s, got {tuple(value)!r}')
+    return tuple(element(v) for v in value)
 
-    Raises ValueError (one line) for a flag that belongs to other agents
+
+def config_from_values(agent: str, agent_configs: Mapping[str, type],
+                       values: Mapping[str, Any]) -> Any:
+    """`agent`'s config with every field `values` sets (by flat name; None: the default).
+
+    Raises ValueError (one line) for a field that belongs to other agents
     only, a list element of the wrong type, or a value the config refuses.
     """
     config_class = agent_configs[agent]
@@ -96,17 +113,19 @@ def config_from_flags(agent: str, agent_configs: Mapping[str, type],
     owners = configs.field_owners(agent_configs)
     overrides = {}
     for name, agents in sorted(owners.items()):
-        value = flag_values[name].value
+        value = values.get(name)
         if value is None:
             continue
         if agent not in agents:
             raise ValueError(f'--{name} is a flag of {" and ".join(agents)}, not of {agent}')
         if _kind(hints[name]) == 'list':
-            element = _element_type(hints[name])
-            try:
-                value = tuple(element(v) for v in value)
-            except ValueError:
-                raise ValueError(f'--{name} takes comma-separated {element.__name__}s, '
-                                 f'got {",".join(value)!r}') from None
+            value = _elements(name, value, _element_type(hints[name]))
         overrides[name] = value
     return configs.from_flat(config_class, overrides)
+
+
+def config_from_flags(agent: str, agent_configs: Mapping[str, type],
+                      flag_values=flags.FLAGS) -> Any:
+    """`config_from_values` of the parsed flags."""
+    return config_from_values(agent, agent_configs,
+                              {name: flag_values[name].value for name in flag_values})

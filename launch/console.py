@@ -14,10 +14,10 @@ status lines, a final table.
   filters only while it imports TensorFlow (`native_noise_filtered`), then
   gives descriptor 2 back.
 - **Progress.** On a terminal, one tqdm bar (env steps, percent, ETA,
-  env steps/s, learner steps/s, recent mean return; 80 columns where the
-  terminal reports 0); elsewhere (a pipe, a log file, the multi-process
-  launcher's children) one plain line per log interval with the same
-  numbers. Closing with the run's final count shows it (100% at the budget).
+  env steps/s, learner steps/s, recent mean return); elsewhere (a pipe, a
+  log file, the multi-process launcher's children, a terminal that reports 0
+  columns) one plain line per log interval with the same numbers. Closing
+  with the run's final count shows it (100% at the budget).
 - **Status lines** (`status`): one line per checkpoint, evaluation and
   finishing stage, printed above the bar.
 """
@@ -139,14 +139,12 @@ def _count(n: float) -> str:
 
 
 def terminal_size(stream: TextIO) -> Tuple[int, int]:
-    """(columns, rows) of the terminal `stream` writes to; 80 x 24 for one that reports 0
-    (a serial console, some containers), on which tqdm would draw nothing, or for a
-    stream with no terminal."""
+    """(columns, rows) of the terminal `stream` writes to; (0, 0) for a stream with no
+    terminal, and what a terminal reports, 0 x 0 on some (serial consoles, containers)."""
     try:
-        columns, rows = os.get_terminal_size(stream.fileno())
+        return tuple(os.get_terminal_size(stream.fileno()))
     except (OSError, ValueError):  # io.UnsupportedOperation is both
-        columns, rows = 0, 0
-    return columns or 80, rows or 24
+        return 0, 0
 
 
 class ProgressDisplay:
@@ -163,14 +161,15 @@ class ProgressDisplay:
         self._last_line = time.monotonic()
         self._shown_env_steps: Optional[int] = None  # the count of the last plain line
         self._rates = (0.0, 0, 0.0, float('nan'), 0)  # the last `update`'s other numbers
-        if use_bar is None:
-            use_bar = sys.stderr.isatty()
+        columns, rows = terminal_size(sys.stderr)
+        if use_bar is None:  # tqdm draws nothing on a terminal of 0 columns
+            use_bar = sys.stderr.isatty() and columns > 0
         self._bar = None
         if use_bar:
             from tqdm import tqdm
-            columns, rows = terminal_size(sys.stderr)
             self._bar = tqdm(total=total_env_steps, initial=start_env_steps, unit=' env steps',
-                             unit_scale=True, ncols=columns, nrows=rows, file=sys.stderr,
+                             unit_scale=True, ncols=columns or 80, nrows=rows or 24,
+                             file=sys.stderr,
                              mininterval=0.5, smoothing=0.1,
                              bar_format='{percentage:3.0f}%|{bar:20}| {n_fmt}/{total_fmt} '
                                         'env steps [{elapsed}<{remaining}{postfix}]')

@@ -23,7 +23,7 @@ refuses, before building anything, a replay larger than the machine's memory
 import contextlib
 import signal
 import threading
-from typing import Any, Callable, Dict, Iterator, Optional
+from typing import Any, Dict, Iterator, Optional
 
 import numpy as np
 import reverb
@@ -34,6 +34,7 @@ from reverb_agents.agents import registry
 from reverb_agents.launch import console, data, deterministic, isolation, memory, rundir
 from reverb_agents.launch import setup as setup_lib
 from reverb_agents.launch.actor import EpisodeStats
+from reverb_agents.launch.callbacks import RunEvents
 from reverb_agents.launch.learner_loop import LearnerRun
 from reverb_agents.launch.options import RunOptions
 from reverb_agents.replay import tables as tables_lib
@@ -100,7 +101,7 @@ def _pair_replay(setup: setup_lib.RunSetup, client: reverb.Client, run: LearnerR
     run.checkpoints.write_replay = write_replay
 
 
-def train(options: RunOptions, config: Any, on_progress: Optional[Callable] = None
+def train(options: RunOptions, config: Any, events: Optional[RunEvents] = None
           ) -> Dict[str, Any]:
     """Trains `options.agent` with `config` in one process; returns the summary
     (also `<logdir>/summary.json`; `summary['interrupted']` after Ctrl-C). Raises
@@ -108,17 +109,17 @@ def train(options: RunOptions, config: Any, on_progress: Optional[Callable] = No
     messages, and KeyboardInterrupt for a second Ctrl-C.
 
     `options.deterministic`: no actor thread; the learner's data stream makes the
-    actor act when the next batch needs it (`launch/deterministic.py`). `on_progress`:
-    `LearnerRun.run`'s (the Python API's callbacks, `launch/callbacks.py`).
+    actor act when the next batch needs it (`launch/deterministic.py`). `events`: the
+    Python API's callbacks (`launch/callbacks.py`).
     """
     registry.get(options.agent)
     rundir.check_logdir(options.logdir)
     # One run per logdir: a second one is refused while this one lives (`launch/lockfile.py`).
     with rundir.lock_logdir(options.logdir), deterministic.op_determinism(options.deterministic):
-        return _train(options, config, on_progress)
+        return _train(options, config, events)
 
 
-def _train(options: RunOptions, config: Any, on_progress: Optional[Callable]) -> Dict[str, Any]:
+def _train(options: RunOptions, config: Any, events: Optional[RunEvents]) -> Dict[str, Any]:
     tf.random.set_seed(options.seed)
     np.random.seed(options.seed)
 
@@ -180,7 +181,7 @@ def _train(options: RunOptions, config: Any, on_progress: Optional[Callable]) ->
         learned = False
         try:
             run.run(open_batches, publisher.publish, lambda: stats.env_steps, stats,
-                    should_stop, on_progress=on_progress)
+                    should_stop, events=events)
             learned = True
         finally:
             # The actor may be blocked on a full queue, and the learner's prefetch on

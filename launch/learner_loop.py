@@ -6,7 +6,8 @@ runs the learner's step, and hands the result to its triggers (`Every`): publish
 weights, TensorBoard summaries (non-finite losses stop the run), the progress
 display, `progress.csv` rows, checkpoints. Evaluations run on their env-step
 schedule (`launch/continual.py`, `launch/periodic_evaluation.py`). It stops at the
-first of: the env-step budget, the target return, `should_stop`, `on_progress`.
+first of: the env-step budget, the target return, `should_stop`, a callback
+(`events`, `launch/callbacks.py`).
 `finish` checkpoints, evaluates (not after an interrupt), exports and writes
 `summary.json`.
 """
@@ -21,7 +22,7 @@ from typing import Any, Callable, Dict, Optional
 import tensorflow as tf
 from absl import logging
 
-from reverb_agents.launch import checkpoint_pairs, console, continual, data, evaluation, export, periodic_evaluation, rundir  # noqa: E501
+from reverb_agents.launch import callbacks, checkpoint_pairs, console, continual, data, evaluation, export, periodic_evaluation, rundir  # noqa: E501
 from reverb_agents.launch import metrics as metrics_lib, triggers as triggers_lib
 from reverb_agents.launch.actor import EpisodeStats
 from reverb_agents.launch.setup import RunSetup, make_envs, make_learner, pretrain
@@ -42,8 +43,7 @@ class LearnerRun:
 
     def __init__(self, setup: RunSetup, pair_replay: bool = False):
         """`pair_replay`: checkpoints pair the replay's (`launch/checkpoint_pairs.py`)."""
-        self.setup = setup
-        options = setup.options
+        self.setup, options = setup, setup.options
         rundir.check_logdir(options.logdir)
         rundir.check_same_run(options.logdir, options.agent, options.env)
         self.learner = make_learner(setup)
@@ -65,12 +65,10 @@ class LearnerRun:
         self.start_learner_steps = self.learner_steps
         self.published = list(self.core.variables)
         self.priorities = None  # prioritized replay's writes (`make_publisher`)
-        self._last_metrics = {}
+        self._last_metrics, self._env_steps = {}, lambda: 0
         self._batches = None  # the last data stream, kept open until `close_data`
-        self._env_steps = lambda: 0
-        self.wall_time = 0.0
-        self.steps_this_run = 0
-        self.reached_target = False
+        self.events = None  # the Python API's callbacks (`run`)
+        self.wall_time, self.steps_this_run, self.reached_target = 0.0, 0, False
         # A task sequence evaluates every task on a schedule (`launch/continual.py`).
         self.continual = (continual.ContinualEvaluation(options, setup.action_space)
                           if options.is_sequence else None)
@@ -119,6 +117,8 @@ class LearnerRun:
         if path and not quiet:
             console.status(f'checkpoint at env step {self.total_env_steps():,} '
                            f'(learner step {self.learner_steps:,}): {path}')
+        if path and self.events is not None:
+            self.events.checkpoint(self.total_env_steps(), self.learner_steps, path)
 
     def _summaries(self, stats: EpisodeStats) -> Callable[[Progress], None]:
         writer = metrics_lib.SummaryWriter(self.setup.options.logdir,
@@ -148,16 +148,18 @@ class LearnerRun:
     def run(self, open_batches: Callable[[], data.Batches], publish: Callable[[], None],
             env_steps: Callable[[], int], stats: EpisodeStats, should_stop: Callable[[], bool],
             on_server_error: Optional[Callable[[Exception], None]] = None,
-            on_progress: Optional[Callable[[Progress, float, EpisodeStats], bool]] = None) -> None:
+            events: Optional[callbacks.RunEvents] = None) -> None:
         """Learns until the env-step budget, the target return, `should_stop()` or
-        `on_progress(progress, now, stats)` (after every step: the Python API's
-        callbacks, `launch/callbacks.py`) returns True. `open_batches()` opens the
-        learner's data stream (again after a data timeout); `on_server_error(e)`, when
+        a callback of `events` (`launch/callbacks.py`) says stop. `open_batches()` opens
+        the learner's data stream (again after a data timeout); `on_server_error(e)`, when
         given, waits for a lost Reverb server to come back (raising if it does not);
         the stream is then reopened and the weights published again.
         """
         options = self.setup.options
         self._env_steps = env_steps
+        self.events = events
+        if events is not None and self.periodic is not None:
+            self.periodic.listener = events.evaluation
         display = console.ProgressDisplay(options.num_steps, self.total_env_steps(),
                                           options.log_interval_s)
         self._progress_row = progress_row = triggers_lib.write_progress_row(stats,
@@ -209,7 +211,7 @@ class LearnerRun:
                     trigger(progress, now)
                 self._evaluate_due()
                 self.reached_target = target_reached(stats)
-                if self.reached_target or (on_progress and on_progress(progress, now, stats)):
+                if self.reached_target or (events and events.progress(progress, now, stats)):
                     break
         finally:
             display.close(self.total_env_steps())  # the final count: 100% at the budget
@@ -223,8 +225,7 @@ class LearnerRun:
         """Drops the learner's data stream on a daemon thread, without waiting: one whose
         sample request the rate limiter holds waits out the data timeout when destroyed,
         even after an in-process server stopped (SAC: 10-55 s)."""
-        stream = [self._batches]
-        self._batches = None
+        stream, self._batches = [self._batches], None
         threading.Thread(target=stream.clear, name='close_data', daemon=True).start()
 
     def finish(self, stats: EpisodeStats, interrupted: bool = False) -> Dict[str, Any]:
@@ -258,7 +259,8 @@ class LearnerRun:
                 console.status(f'regret per episode: greedy {regret["eval_regret_mean"]:.2f}, '
                                f'sampled {regret["eval_regret_sampled_mean"]:.2f}')
             if self.periodic is not None:
-                self.periodic.record(self.core, self.total_env_steps(), eval_mean, eval_std)
+                self.periodic.record(self.core, self.total_env_steps(), eval_mean, eval_std,
+                                     final=True)
         mean_return, _, _ = stats.recent(TARGET_WINDOW)
         console.status(f'exporting the policy to {os.path.join(options.logdir, "saved_model")}')
         saved_model = export.export_run_policy(self.core, setup.action_space,
@@ -285,9 +287,7 @@ class LearnerRun:
             'saved_model': saved_model,
             'interrupted': interrupted, 'deterministic': options.deterministic,
             'seed': options.seed, 'launcher': options.launcher,
-            **best,
-            **regret,
-            **sequence,
+            **best, **regret, **sequence,
             'config': dataclasses.asdict(setup.config),
         }
         path = rundir.write_summary(options.logdir, summary)

@@ -74,6 +74,8 @@ class PeriodicEvaluation:
         self.schedule = EvalSchedule(options.eval_every_steps, options.num_steps,
                                      int(rows[-1]['env_steps']) if rows else None)
         self._writer = tf.summary.create_file_writer(options.logdir)
+        # Told of each evaluation: (env_steps, mean, std, is_best, best_return, final).
+        self.listener: Optional[Callable[..., Any]] = None
 
     def evaluate_due(self, core: ActorCriticCore, env_steps: int) -> None:
         point = self.schedule.due(env_steps)
@@ -89,8 +91,10 @@ class PeriodicEvaluation:
             make_envs=self._make_envs)
         self.record(core, point, mean, std)
 
-    def record(self, core: ActorCriticCore, point: int, mean: float, std: float) -> None:
-        """Logs an evaluation at env step `point`; exports the policy if it is the best."""
+    def record(self, core: ActorCriticCore, point: int, mean: float, std: float,
+               final: bool = False) -> None:
+        """Logs an evaluation at env step `point` (`final`: the run's last); exports the
+        policy if it is the best."""
         new_file = not os.path.exists(self.path)
         with open(self.path, 'a', newline='') as f:
             writer = csv.writer(f)
@@ -108,6 +112,8 @@ class PeriodicEvaluation:
         console.status(f'evaluation at env step {point:,}: return {mean:.1f} +- {std:.1f} '
                        f'over {self.options.eval_episodes} episodes'
                        + (f' (best: {BEST})' if best else f' (best {self.best_return:.1f})'))
+        if self.listener is not None:
+            self.listener(point, mean, std, best, self.best_return, final)
 
     def summary(self) -> Dict[str, Any]:
         """`best_eval_return`, `best_eval_env_steps`, `saved_model_best` for summary.json."""

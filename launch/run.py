@@ -60,7 +60,7 @@ def parse_flags(argv: List[str]) -> List[str]:
 
 def resolve():
     """The run's (options, config) from the parsed flags (`command_line.resolve`)."""
-    return command_line.resolve(FLAGS)
+    return command_line.resolve(command_line.flag_values(FLAGS))
 
 
 def _start_line(options: RunOptions) -> str:

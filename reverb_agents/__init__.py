@@ -20,8 +20,9 @@ __version__ = '0.1.0'
 
 _API = {'train': 'reverb_agents.launch.api', 'Result': 'reverb_agents.launch.api',
         'load_policy': 'reverb_agents.launch.policy', 'Policy': 'reverb_agents.launch.policy',
-        'StopTraining': 'reverb_agents.launch.callbacks',
-        'TrainingProgress': 'reverb_agents.launch.callbacks'}
+        **{name: 'reverb_agents.launch.callbacks' for name in (
+            'Callback', 'CheckpointSaved', 'EarlyStopping', 'EvaluationResult', 'StopTraining',
+            'TrainingProgress')}}
 __all__ = sorted(_API)
 
 

@@ -215,7 +215,7 @@ def test_popart_targets_losses_and_statistics_match_numpy():
 def test_popart_learns_the_same_update_at_any_reward_scale():
     """Rewards x100 with statistics x100 give the same normalised losses, the same
     update of every trainable weight, and statistics x100."""
-    learners = []
+    learners, weights = [], None
     for scale in (1.0, 100.0):
         learner, core, space = make_learner(0, reward_clipping='none', learning_rate=1e-2)
         if learners:  # the same weights as the first learner's core had

@@ -64,17 +64,27 @@ def test_every_section_with_code_is_tested():
 
 
 def test_train_stop_early_predict_example(tmp_path):
-    """CLEAR's CartPole preset, stopped by the callback at a training mean of 400;
-    `predict` and the TensorFlow-only loop play the same greedy episode."""
+    """CLEAR's CartPole preset, stopped by EarlyStopping at its first evaluation of 500
+    (or five without a better one); the callback saw progress rows, evaluations and
+    checkpoints; `predict` and the TensorFlow-only loop play the same greedy episode."""
     lines = run_section('Train, stop early, predict', tmp_path)
-    assert printed(lines, 'stopped by the callback:') == 'True'
-    assert float(printed(lines, 'eval return:')) > 100, lines  # a random policy: about 20
+    assert printed(lines, 'stopped by a callback:') == 'True'
     logdir = printed(lines, 'logdir:')
     assert logdir.startswith('runs/clear-CartPole-v1-') and (tmp_path / logdir).is_dir()
-    assert float(printed(lines, 'predict return:')) > 100, lines
     assert printed(lines, 'TensorFlow-only return:') == printed(lines, 'predict return:')
-    progress = [line for line in lines if ' env steps: return ' in line]
-    assert progress and float(progress[-1].split()[-1]) >= 400, lines
+    assert [line for line in lines if ' env steps: return ' in line], lines
+    assert printed(lines, 'checkpoint:').startswith(f'{logdir}/checkpoints/ckpt-'), lines
+    # Evaluations every 20k env steps until the stop, then the final one.
+    evaluations = [line for line in lines if line.startswith('evaluation at ')]
+    scheduled = [float(line.split(': ')[1].split()[0]) for line in evaluations[:-1]]
+    points = [int(line.split()[2].rstrip(':').replace(',', '')) for line in evaluations[:-1]]
+    assert points == list(range(20_000, 20_000 * (len(points) + 1), 20_000)), lines
+    assert '(the best so far)' in evaluations[0]
+    best = max(range(len(scheduled)), key=scheduled.__getitem__)
+    assert scheduled[-1] == 500 or len(scheduled) - 1 - best == 5, lines
+    assert scheduled[-1] == 500, lines  # seed 1 solves CartPole before it stalls
+    assert float(printed(lines, 'eval return:')) > 400, lines  # a random policy: about 20
+    assert float(printed(lines, 'predict return:')) > 400, lines
 
 
 def test_own_environment_example(tmp_path):
@@ -99,16 +109,20 @@ class Uncopyable(gym.Env):
 @pytest.mark.parametrize('keywords,message', [
     (dict(lerning_rate=0.1), "unknown keyword 'lerning_rate': not a flag of launch/run.py "
                              "(did you mean 'learning_rate'?)"),
-    (dict(num_envs=2.5), "flag --num_envs=2.5: Expect argument to be a string or int"),
+    (dict(num_envs=2.5), 'num_envs takes an int, got 2.5'),
+    (dict(num_envs=True), 'num_envs takes an int, got True'),
+    (dict(seed='1'), "seed takes an int, got '1'"),
+    (dict(optimizer='sgd'), "optimizer must be one of"),
     (dict(learning_rate=0.0), 'learning_rate must be positive, got 0.0'),
-    (dict(hidden_sizes=(8, 2.5)), "--hidden_sizes takes comma-separated ints, got '8,2.5'"),
+    (dict(hidden_sizes=(8, 2.5)), 'hidden_sizes takes a tuple of ints, got (8, 2.5)'),
+    (dict(hidden_sizes=64), 'hidden_sizes takes a tuple, got 64'),
     (dict(env_kwargs={'nope': 1}), "unexpected keyword argument 'nope'"),
     (dict(env_kwargs={'x': object()}), 'the values must be Python literals'),
     (dict(env=42), 'env must be a gymnasium id, a gymnasium.Env or a function'),
     (dict(env=Uncopyable()), 'env: cannot copy <Uncopyable instance> (TypeError: cannot '
                              "pickle '_thread.lock' object); a run makes several environments"),
     (dict(env=lambda: 3), 'returned int, not a gymnasium.Env'),
-    (dict(callbacks=[3]), 'a callback must be callable'),
+    (dict(callbacks=[3]), 'a callback must be a Callback or callable'),
     (dict(launcher='multiprocess'), 'train() runs in one process'),
 ])
 def test_bad_input_raises_one_line_before_anything_is_written(tmp_path, keywords, message):

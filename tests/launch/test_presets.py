@@ -106,6 +106,9 @@ def run_a_few_hundred_steps(name, tmp_path):
     options, config = resolve_preset(name, tmp_path)
     # The wiring, not SAC's ten thousand random MuJoCo steps before its first update.
     warm_up = ['--learning_starts=256'] if getattr(config, 'learning_starts', 0) > 256 else []
+    # Nor rounds of 32 or 64 environments: past 8 the number changes no wiring (`_wiring`).
+    if options.num_envs > 8:
+        warm_up.append('--num_envs=8')
     options, config = resolve_preset(name, tmp_path, *warm_up)
     plan = registry.get(options.agent).data_plan(config)
     # Enough for a first batch: rounds of sequences until replay may be sampled, and
