@@ -130,6 +130,9 @@ def define_flags(fv: flags.FlagValues) -> None:
             f'learner steps between checkpoints instead of --checkpoint_interval_s (0: by '
             f'seconds; --deterministic: {DETERMINISTIC_CHECKPOINT_STEPS:,} when 0)')
     boolean('deterministic', _DEFAULTS.deterministic, DETERMINISTIC_HELP)
+    string('torso_precision', _DEFAULTS.torso_precision, 'image torsos\' compute: float32, or '
+           'bfloat16 from float32 weights (about half a Nature CNN learner step on CPUs with '
+           'AMX or AVX512-BF16; the export computes in float32)')
     integer('intra_op_threads', None, f'TensorFlow\'s threads within one op (its matmuls); '
             f'0: one per core {_default_help("intra_op_threads")}')
     boolean('save_replay', None, f'in-process runs: checkpoint the replay tables with the '
@@ -269,7 +272,8 @@ def resolve(values: Mapping[str, Any]) -> Tuple[RunOptions, Any]:
         **{name: v[name] for name in (
             'vector_env', 'eval_every_steps', 'step_mul', 'fixed_step_mul', 'eval_epsilon',
             'target_return', 'target_greedy', 'log_interval_s', 'checkpoint_interval_s',
-            'log_interval_steps', 'checkpoint_interval_steps', 'deterministic')},
+            'log_interval_steps', 'checkpoint_interval_steps', 'deterministic',
+            'torso_precision')},
         launcher='multiprocess' if role else launcher,
         **{**agent.run_defaults, **{k: x for k, x in per_agent.items() if x is not None}})
     return options, setup_lib.resolve_config(options, config)

@@ -60,6 +60,7 @@ from reverb_agents.launch.signatures import ExportError
 from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
 from reverb_agents.networks.distributions import (
     ActionSpace, UnsupportedSpaceError, env_action_tensor, to_unit_interval)
+from reverb_agents.networks import torsos
 from reverb_agents.networks.observations import ACTION_MASK
 
 
@@ -214,8 +215,10 @@ class ExportedPolicy(tf.Module):
 
 def export_policy(core: ActorCriticCore, action_space: ActionSpace,
                   observation_space: gym.Space, env_id: str, output_dir: str) -> str:
-    """Writes the SavedModel to `output_dir` (replaced atomically); returns the path."""
-    module = ExportedPolicy(core, action_space, observation_space, env_id)
+    """Writes the SavedModel to `output_dir` (replaced atomically); returns the path.
+    Traced in float32 whatever the run's `torso_precision`: any CPU runs the export."""
+    with torsos.precision_scope('float32'):  # the signatures are traced here
+        module = ExportedPolicy(core, action_space, observation_space, env_id)
     parent = os.path.dirname(os.path.abspath(output_dir)) or '.'
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix='.saved_model_', dir=parent)
@@ -223,13 +226,9 @@ def export_policy(core: ActorCriticCore, action_space: ActionSpace,
     with open(specs_path, 'w') as f:
         f.write(module.specs_json)
     module.specs_asset = tf.saved_model.Asset(specs_path)
-    tf.saved_model.save(module, os.path.join(staging, 'model'), signatures={
-        'initial_state': module.initial_state,
-        'step': module.step,
-        'step_deterministic': module.step_deterministic,
-        'policy_params': module.policy_params,
-        'specs': module.specs,
-    })
+    names = ('initial_state', 'step', 'step_deterministic', 'policy_params', 'specs')
+    tf.saved_model.save(module, os.path.join(staging, 'model'),
+                        signatures={name: getattr(module, name) for name in names})
     if os.path.exists(output_dir):
         shutil.rmtree(output_dir)
     os.replace(os.path.join(staging, 'model'), output_dir)

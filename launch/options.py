@@ -5,6 +5,9 @@ from typing import Any, Mapping, Optional, Tuple
 
 from reverb_agents.agents.configs import require, require_fraction
 
+# networks.torsos.PRECISIONS, named here because this module imports no TensorFlow.
+TORSO_PRECISIONS = ('float32', 'bfloat16')
+
 VECTOR_ENVS = ('', 'sync', 'async')  # '': the environment's own vectorised version, else sync
 # A deterministic run's cadences in learner steps where none is given: a timed one would
 # land on different steps in every run.
@@ -41,6 +44,7 @@ class RunOptions:
     save_replay: bool = False  # in-process: checkpoint the Reverb tables with the learner
     launcher: str = 'inprocess'  # what runs the roles (summary.json): inprocess, multiprocess, ray
     intra_op_threads: int = 0  # TensorFlow's threads within one op; 0: its default (one per core)
+    torso_precision: str = 'float32'  # image torsos' compute: float32 or bfloat16 (networks.torsos)
     log_interval_steps: int = 0  # learner steps between progress.csv rows; 0: log_interval_s
     checkpoint_interval_steps: int = 0  # learner steps between checkpoints; 0: by seconds
     # In-process only: one seeded schedule of acting and learning, the same results for
@@ -64,6 +68,8 @@ class RunOptions:
                 f'intra_op_threads must be >= 0 (0: TensorFlow\'s default), '
                 f'got {self.intra_op_threads}')
         require_fraction(self, 'eval_epsilon')
+        require(self.torso_precision in TORSO_PRECISIONS,
+                f'torso_precision must be one of {TORSO_PRECISIONS}, got {self.torso_precision!r}')
         require(self.vector_env in VECTOR_ENVS,
                 f'vector_env must be one of {[v for v in VECTOR_ENVS if v]}, '
                 f'got {self.vector_env!r}')

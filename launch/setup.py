@@ -22,6 +22,7 @@ from reverb_agents.launch import checkpoint_pairs, console, environments, rundir
 from reverb_agents.launch.environments import action_repeat, factory, shared_spaces, task_sequence
 from reverb_agents.launch.actor import Actor, EpisodeStats
 from reverb_agents.launch.options import RunOptions
+from reverb_agents.networks import torsos
 from reverb_agents.networks.cores import ActorCriticCore
 from reverb_agents.networks.distributions import ActionSpace, UnsupportedSpaceError
 from reverb_agents.networks.observations import observation_spec
@@ -110,6 +111,7 @@ def state_spec(core: ActorCriticCore) -> Any:
 def make_setup(options: RunOptions, config: Any, envs: gym.vector.VectorEnv) -> RunSetup:
     """The run's setup; `envs` (any number of the run's environments) gives the spaces."""
     agent = registry.get(options.agent)
+    torsos.set_precision(options.torso_precision)  # before any network is traced
     action_space = factory.check_spaces(options.env, envs, agent.squash_actions)
     obs_space = envs.single_observation_space
     try:

@@ -6,8 +6,16 @@ network, float images are used as they are. The convolution-stack torsos
 (`NatureCNN`, `SimpleVisualEncoder`: `ConvTorso`) use VALID padding, so each has
 a smallest image it accepts (`ConvTorso.min_image_size`); `make_torso` refuses a
 smaller one with `ImageTooSmallError` instead of failing inside the convolution.
+
+Precision (`set_precision`, a process-wide setting as Keras' mixed-precision
+policy, read when a function is traced): 'bfloat16' computes a `ConvTorso`'s
+convolutions and linear layer in bfloat16 from float32 weights (checkpoints,
+optimiser and the numpy mirror unchanged), features and gradients back in
+float32; on CPUs with bfloat16 matrix units (AMX, AVX512-BF16) a Nature CNN's
+learner step takes about half the time (docs/benchmarks.md#pixels-minatar-and-atari).
 """
-from typing import Callable, Optional, Sequence, Tuple
+import contextlib
+from typing import Callable, Iterator, Optional, Sequence, Tuple
 
 import numpy as np
 import sonnet as snt
@@ -21,6 +29,30 @@ ALIASES = {"nature": "nature_cnn", "impala": "impala_resnet"}
 KINDS = ("auto", "mlp") + IMAGE_KINDS + tuple(ALIASES)
 
 ConvLayer = Tuple[int, int, int]  # (output channels, square kernel size, stride)
+PRECISIONS = ("float32", "bfloat16")
+_PRECISION = ["float32"]
+
+
+def set_precision(precision: str) -> None:
+    """The compute precision of `ConvTorso`s traced from now on (module doc)."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"torso precision must be one of {PRECISIONS}, got {precision!r}")
+    _PRECISION[0] = precision
+
+
+def precision() -> str:
+    return _PRECISION[0]
+
+
+@contextlib.contextmanager
+def precision_scope(precision: str) -> Iterator[None]:
+    """`set_precision` inside the block only (an export traces its policy in float32)."""
+    before = _PRECISION[0]
+    set_precision(precision)
+    try:
+        yield
+    finally:
+        _PRECISION[0] = before
 
 
 class ImageTooSmallError(ValueError):
@@ -126,9 +158,29 @@ class ConvTorso(snt.Module):
     def __call__(self, images: tf.Tensor) -> tf.Tensor:
         check_image_size(type(self).__name__, images.shape[1:3], self._conv_layers)
         x = _image_to_float(images)
+        if precision() == "bfloat16":
+            return self._bfloat16(x)
         for conv in self._convs:
             x = self._activation(conv(x))
         return self._activation(self._linear(self._flat(x)))
+
+    def _bfloat16(self, x: tf.Tensor) -> tf.Tensor:
+        """The same layers computed in bfloat16 from the float32 weights (created in
+        float32 first, as the float32 path creates them)."""
+        def cast(v):
+            return tf.cast(v, tf.bfloat16)
+
+        x = cast(x)
+        for conv in self._convs:
+            if not hasattr(conv, "w"):
+                conv._initialize(tf.cast(x, tf.float32))  # pylint: disable=protected-access
+            x = tf.nn.convolution(x, cast(conv.w), strides=conv.stride, padding="VALID")
+            x = self._activation(tf.nn.bias_add(x, cast(conv.b)))
+        x = self._flat(x)
+        if not hasattr(self._linear, "w"):
+            self._linear._initialize(tf.cast(x, tf.float32))  # pylint: disable=protected-access
+        x = tf.matmul(x, cast(self._linear.w)) + cast(self._linear.b)
+        return tf.cast(self._activation(x), tf.float32)
 
 
 class NatureCNN(ConvTorso):

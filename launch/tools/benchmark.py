@@ -63,7 +63,7 @@ from reverb_agents.launch.environments import factory  # noqa: E402
 from reverb_agents.launch.environments.action_repeat import FRAMES  # noqa: E402
 from reverb_agents.launch import setup as setup_lib  # noqa: E402
 from reverb_agents.launch.actor import Actor  # noqa: E402
-from reverb_agents.launch.options import RunOptions  # noqa: E402
+from reverb_agents.launch.options import TORSO_PRECISIONS, RunOptions  # noqa: E402
 from reverb_agents.replay import tables as tables_lib  # noqa: E402
 from reverb_agents.replay.priorities import PriorityUpdater  # noqa: E402
 
@@ -77,6 +77,8 @@ flags.DEFINE_integer('run_steps', 0, 'also time whole in-process runs of this ma
                      'steps (run_env_steps_per_s); 0: not')
 flags.DEFINE_integer('intra_op_threads', None, "TensorFlow's threads within one op; 0: one "
                      "per core (default: the agent's, as launch/run.py)")
+flags.DEFINE_enum('torso_precision', 'float32', list(TORSO_PRECISIONS),
+                  "image torsos' compute (launch/run.py's --torso_precision)")
 flags.DEFINE_bool('compare_samplers', False,
                   'learner steps/s with uniform and with prioritized replay, side by side')
 flags.DEFINE_bool('verbose', False, "show TensorFlow's and Reverb's own log lines")
@@ -118,7 +120,8 @@ def run_rate(config, num_steps: int) -> float:
     its summary.json: start-up (tracing) and its one evaluation episode included."""
     with tempfile.TemporaryDirectory() as logdir:
         options = RunOptions(agent=FLAGS.agent, env=FLAGS.env, num_envs=FLAGS.num_envs,
-                             num_steps=num_steps, logdir=logdir, eval_episodes=1)
+                             num_steps=num_steps, logdir=logdir, eval_episodes=1,
+                             torso_precision=FLAGS.torso_precision)
         return inprocess.train(options, config)['env_steps_per_s']
 
 
@@ -126,7 +129,8 @@ class Setup:
     """Server, cores, writer and learner for one agent, as a run wires them."""
 
     def __init__(self, agent_name, config, env_id, num_envs):
-        options = RunOptions(agent=agent_name, env=env_id, num_envs=num_envs)
+        options = RunOptions(agent=agent_name, env=env_id, num_envs=num_envs,
+                             torso_precision=FLAGS.torso_precision)
         self.envs = setup_lib.make_envs(options, config, num_envs, 0)
         self.setup = setup = setup_lib.make_setup(options, config, self.envs)
         self.plan = setup.plan

@@ -1,4 +1,8 @@
-"""CLEAR learns from pixels: MinAtar Breakout's uint8 images, within a bounded budget."""
+"""CLEAR learns from pixels: MinAtar Breakout's uint8 images, within a bounded budget, with
+the torso computing in float32 and in bfloat16 (whose export still computes in float32)."""
+
+import pytest
+import tensorflow as tf
 
 from reverb_agents.agents import configs
 from reverb_agents.agents.clear.config import CLEARConfig
@@ -14,11 +18,22 @@ CONFIG = dict(batch_size=32, unroll_length=20, replay_fraction=0.5, replay_size=
               value_normalization='none')
 
 
-def test_clear_learns_minatar_breakout_from_uint8_images(tmp_path):
+def graph_dtypes(saved_model: str) -> set:
+    """Every dtype the exported `step` signature's graph names."""
+    graph = tf.saved_model.load(saved_model).signatures['step'].graph.as_graph_def()
+    functions = [graph.node] + [f.node_def for f in graph.library.function]
+    return {tf.dtypes.as_dtype(value.type).name for nodes in functions for node in nodes
+            for value in node.attr.values() if value.WhichOneof('value') == 'type'}
+
+
+@pytest.mark.parametrize('precision', ['float32', 'bfloat16'])
+def test_clear_learns_minatar_breakout_from_uint8_images(tmp_path, precision):
     config = configs.from_flat(CLEARConfig, CONFIG)
     options = RunOptions(agent='clear', env='MinAtar/Breakout-v1', num_envs=64,
                          num_steps=250_000, eval_episodes=5, seed=0, logdir=str(tmp_path),
-                         log_interval_s=1000.0)
+                         log_interval_s=1000.0, torso_precision=precision)
     summary = inprocess.train(options, config)
     # A uniformly random policy scores about 0.5 (one brick, now and then).
     assert summary['eval_return_mean'] >= 2.0, summary
+    dtypes = graph_dtypes(summary['saved_model'])
+    assert 'float32' in dtypes and 'bfloat16' not in dtypes, dtypes

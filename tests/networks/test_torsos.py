@@ -175,3 +175,40 @@ def test_too_small_image_called_directly_is_a_clear_error():
 
 def test_the_configs_offer_every_torso_kind():
     assert set(configs.TORSOS) == set(torsos.KINDS)
+
+
+@pytest.mark.parametrize("kind, shape", [("nature_cnn", (84, 84, 4)), ("minatar", (10, 10, 4)),
+                                         ("simple", (40, 40, 3))])
+def test_bfloat16_computes_the_float32_torso_from_the_same_float32_weights(kind, shape):
+    """The same variables (float32, as created by the float32 path: checkpoints are
+    the same); features within bfloat16's 8 bits of mantissa of the float32 ones, in
+    float32; gradients reach every weight, in float32."""
+    images = tf.constant(np.random.RandomState(0).randint(0, 256, (6, *shape)), tf.uint8)
+    bf16_first = torsos.make_torso(shape, tf.uint8, kind=kind)
+    with torsos.precision_scope("bfloat16"):
+        bf16_first(images)  # its variables created on the bfloat16 path
+    torso = torsos.make_torso(shape, tf.uint8, kind=kind)
+    expected = torso(images)
+    assert ([(v.name, v.shape, v.dtype) for v in bf16_first.variables]
+            == [(v.name, v.shape, v.dtype) for v in torso.variables])
+    assert all(v.dtype == tf.float32 for v in torso.variables)
+    with tf.GradientTape() as tape:
+        with torsos.precision_scope("bfloat16"):
+            features = torso(images)
+        loss = tf.reduce_sum(features ** 2)
+    assert torsos.precision() == "float32"  # the scope ended
+    assert features.dtype == tf.float32 and features.shape == expected.shape
+    scale = float(tf.reduce_max(tf.abs(expected)))
+    assert scale > 0 and float(tf.reduce_max(tf.abs(features - expected))) < 0.03 * scale
+    gradients = tape.gradient(loss, torso.trainable_variables)
+    assert all(g is not None and g.dtype == tf.float32 and float(tf.reduce_sum(tf.abs(g))) > 0
+               for g in gradients)
+
+
+def test_a_precision_that_does_not_exist_is_refused():
+    from reverb_agents.launch.options import TORSO_PRECISIONS, RunOptions
+    assert TORSO_PRECISIONS == torsos.PRECISIONS
+    with pytest.raises(ValueError, match="torso precision must be one of"):
+        torsos.set_precision("float16")
+    with pytest.raises(ValueError, match="torso_precision must be one of"):
+        RunOptions(torso_precision="float16")
