@@ -154,7 +154,11 @@ def _train(options: RunOptions, config: Any, events: Optional[RunEvents]) -> Dic
 
     def run_actor():
         try:
-            actor.run(stop_event.is_set, max_env_steps=options.num_steps)
+            # No budget of its own: the learner ends the run once the actor's steps reach
+            # it. An actor stopping at the budget would leave a learner waiting for the
+            # rest of its last batch (or, for SAC, its rate limiter) until the data
+            # timeout (`data.DATA_TIMEOUT_MS`). The overshoot is what the queue holds.
+            actor.run(stop_event.is_set)
         except Exception as e:  # surfaced in the main thread
             if not stop_event.is_set():  # after a stop, errors come from the server going away
                 logging.exception('the actor failed')

@@ -53,9 +53,10 @@ def clear_run(train_once):
 
 
 def max_overshoot(config, num_envs: int) -> int:
-    """Env steps past the budget: the actor stops once a round of sequences
-    (`num_envs` x `unroll_length` steps) that reached it is written."""
-    return num_envs * config.unroll_length
+    """Env steps past the budget: the actor acts until the learner's last step is
+    done, so at most what fills the queue, that step's fresh sequences and the
+    round being written (`launch/inprocess.py`)."""
+    return (config.replay.queue_size + config.batch_size + num_envs) * config.unroll_length
 
 
 def test_solves_cartpole_within_budget(trained):

@@ -128,25 +128,24 @@ model = tf.saved_model.load(path)
 specs = json.loads(model.signatures['specs']()['specs'].numpy().decode())
 step = model.signatures['step_deterministic']
 rng = np.random.default_rng(12345)
-regrets = []
-for _ in range(episodes):
-    p = np.array([rng.uniform(), 0.0])
-    p[1] = 1.0 - p[0]
-    inputs = dict(model.signatures['initial_state'](batch_size=tf.constant(1)))
-    inputs['prev_action'] = tf.constant([specs['first_prev_action']], tf.int64)
-    inputs['prev_reward'] = tf.zeros([1], tf.float32)
-    regret = 0.0
-    for t in range(horizon):
-        inputs['observation'] = tf.constant([[t / horizon]], tf.float32)
-        out = step(first=tf.constant([t == 0]), **inputs)
-        action = out.pop('action')
-        arm = int(action.numpy()[0])
-        reward = float(rng.uniform() < p[arm])
-        regret += p.max() - p[arm]
-        inputs.update(out)
-        inputs['prev_action'] = action
-        inputs['prev_reward'] = tf.constant([reward], tf.float32)
-    regrets.append(regret)
+# Every episode at once: one row of the batch each.
+p = rng.uniform(size=episodes)
+p = np.stack([p, 1.0 - p], axis=1)
+rows = np.arange(episodes)
+inputs = dict(model.signatures['initial_state'](batch_size=tf.constant(episodes)))
+inputs['prev_action'] = tf.constant([specs['first_prev_action']] * episodes, tf.int64)
+inputs['prev_reward'] = tf.zeros([episodes], tf.float32)
+regrets = np.zeros(episodes)
+for t in range(horizon):
+    inputs['observation'] = tf.fill([episodes, 1], t / horizon)
+    out = step(first=tf.fill([episodes], t == 0), **inputs)
+    action = out.pop('action')
+    arm = action.numpy().astype(np.int64)
+    reward = (rng.uniform(size=episodes) < p[rows, arm]).astype(np.float32)
+    regrets += p.max(axis=1) - p[rows, arm]
+    inputs.update(out)
+    inputs['prev_action'] = action
+    inputs['prev_reward'] = tf.constant(reward)
 print(json.dumps({'regret_mean': float(np.mean(regrets)), 'regret_std': float(np.std(regrets)),
                   'library_modules': sorted(m for m in sys.modules
                                             if m.split('.')[0] == 'reverb_agents')}))
