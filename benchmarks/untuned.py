@@ -209,6 +209,13 @@ def _error_line(process: subprocess.CompletedProcess) -> str:
     return (errors or rest or [f'exit status {process.returncode}'])[-1].strip()
 
 
+def _run_env() -> Dict[str, str]:
+    """The runs' environment: the checkout on the path, so that `launch/run.py` imports
+    the task environments (`benchmarks.untuned_envs:...`) as `--env` names them."""
+    path = os.environ.get('PYTHONPATH')
+    return dict(os.environ, PYTHONPATH=ROOT + (os.pathsep + path if path else ''))
+
+
 def original_env_score(saved_model: str, env_id: str, seed: int,
                        timeout_s: float) -> float:
     """The mean return of `EVAL_EPISODES` greedy episodes of `saved_model` in `env_id`
@@ -216,7 +223,8 @@ def original_env_score(saved_model: str, env_id: str, seed: int,
     process = subprocess.run(
         [sys.executable, 'launch/evaluate.py',
          f'--saved_model={saved_model}', f'--env={env_id}', f'--episodes={EVAL_EPISODES}',
-         f'--seed={seed}'], cwd=ROOT, capture_output=True, text=True, timeout=timeout_s)
+         f'--seed={seed}'], cwd=ROOT, env=_run_env(), capture_output=True, text=True,
+        timeout=timeout_s)
     if process.returncode != 0:
         raise RuntimeError(f'scoring on {env_id}: {_error_line(process)}')
     return float(json.loads(process.stdout.strip().splitlines()[-1])['return_mean'])
@@ -233,8 +241,8 @@ def run_one(task: Task, agent: str, seed: int, num_steps: int, logdir: str,
                            'error': None}
     start = time.perf_counter()
     try:
-        process = subprocess.run(command, cwd=ROOT, capture_output=True, text=True,
-                                 timeout=timeout_s)
+        process = subprocess.run(command, cwd=ROOT, env=_run_env(), capture_output=True,
+                                 text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
         return dict(out, wall_s=time.perf_counter() - start,
                     error=f'error: no result after {timeout_s:.0f} s (--run_timeout_s)')

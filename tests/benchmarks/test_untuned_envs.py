@@ -153,3 +153,13 @@ def test_shaped_mountain_car():
     assert envs.mountain_car_energy(envs.MC_GOAL, 0.0) == pytest.approx(1.0)
     reference = envs.REFERENCES[envs.SHAPED_MOUNTAIN_CAR]
     assert reference.random < mean_return('MountainCar-v0', _pump, 20) < reference.best
+
+
+def test_a_run_of_the_suite_finds_its_own_environments(tmp_path):
+    """`run_one` starts `launch/run.py` in a subprocess whose `--env` names a module of
+    this checkout (`benchmarks.untuned_envs:...`): it must import it and score the run."""
+    task = untuned.TASKS_BY_NAME['cartpole_obs_x1000']
+    result = untuned.run_one(task, 'clear', seed=0, num_steps=500, logdir=str(tmp_path / 'run'),
+                             extra_flags=['--num_envs=4', '--eval_episodes=1'], timeout_s=120)
+    assert result['error'] is None, result['error']
+    assert result['score'] is not None and result['score'] > 0, result
