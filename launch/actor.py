@@ -164,18 +164,29 @@ class Actor:
         self._random_steps = random_steps
         self._rng = np.random.default_rng(seed)
         self._vector_reward = reward_size(envs) > 0
+        self._last_round_held = False  # the last round's flush waited on the rate limiter
 
     def run(self, stop: Callable[[], bool], flush_timeout_ms: int = 1000,
-            max_env_steps: Optional[int] = None) -> None:
+            max_env_steps: Optional[int] = None, soft_budget: Optional[int] = None) -> None:
         """Acts until `stop()` is true (checked once per step) or, when given,
         `stats.env_steps` reaches `max_env_steps`.
 
         The budget is checked only right after a sequence was written, so every
         step taken reaches the learner: a run overshoots its budget by less
         than one round of sequences (`num_envs` x the writer's period).
+
+        `soft_budget`: past it, the actor goes on only until a round's sequences are
+        held back for `flush_timeout_ms` by the tables' rate limiter (a full queue, or
+        SAC's update ratio reached). An actor stopping at the budget can leave the
+        learner's last batch waiting for sequences that never come; one that acts on
+        until the learner stops can be left blocked on a full queue. Held back, the
+        learner has data for its last steps, and that round still reaches it.
         """
         for _ in self.rounds(stop, flush_timeout_ms):
             if max_env_steps is not None and self.stats.env_steps >= max_env_steps:
+                return
+            if (soft_budget is not None and self.stats.env_steps >= soft_budget
+                    and self._last_round_held):
                 return
 
     def rounds(self, stop: Callable[[], bool], flush_timeout_ms: int = 1000) -> Iterator[None]:
@@ -239,7 +250,7 @@ class Actor:
                     behaviour_params=params, behaviour_log_prob=log_prob,
                     behaviour_baseline=baseline), state)
                 if written:
-                    self._after_write(flush_timeout_ms, stop)
+                    self._last_round_held = self._after_write(flush_timeout_ms, stop)
             # The placeholder step's env.step resets the environment: next is `first`.
             first = placeholder
             placeholder = done
@@ -249,14 +260,18 @@ class Actor:
             if written:
                 yield
 
-    def _after_write(self, flush_timeout_ms: int, stop: Callable[[], bool]) -> None:
-        # Wait for the queue's rate limiter (the learner) without hanging past stop().
+    def _after_write(self, flush_timeout_ms: int, stop: Callable[[], bool]) -> bool:
+        """Waits for the queue's rate limiter (the learner) without hanging past stop();
+        True when it held the round back for `flush_timeout_ms` or more."""
+        held = False
         while True:
             try:
                 self._writer.flush(timeout_ms=flush_timeout_ms)
                 break
             except reverb.errors.DeadlineExceededError:
+                held = True
                 if stop():
-                    return
+                    return held
         if self._fetcher is not None and self._fetcher.fetch(timeout_s=0):
             self.policy.refresh()
+        return held

@@ -154,11 +154,16 @@ def _train(options: RunOptions, config: Any, events: Optional[RunEvents]) -> Dic
 
     def run_actor():
         try:
-            # No budget of its own: the learner ends the run once the actor's steps reach
-            # it. An actor stopping at the budget would leave a learner waiting for the
-            # rest of its last batch (or, for SAC, its rate limiter) until the data
-            # timeout (`data.DATA_TIMEOUT_MS`). The overshoot is what the queue holds.
-            actor.run(stop_event.is_set)
+            # The learner ends the run once the actor's steps reach the budget. A learner
+            # of fresh sequences (a queue) would wait out the data timeout
+            # (`data.DATA_TIMEOUT_MS`) for the rest of its last batch if the actor
+            # stopped there, so that actor acts on until the learner has the data (see
+            # `Actor.run`). A rate-limited one (SAC) holds its actor back, never the
+            # other way round: its budget stays exact.
+            if setup.plan.samples_per_insert:
+                actor.run(stop_event.is_set, max_env_steps=options.num_steps)
+            else:
+                actor.run(stop_event.is_set, soft_budget=options.num_steps)
         except Exception as e:  # surfaced in the main thread
             if not stop_event.is_set():  # after a stop, errors come from the server going away
                 logging.exception('the actor failed')
