@@ -53,9 +53,13 @@ def _check_specs(specs: dict, path: str, observation_space: gym.Space,
                  action_space: ActionSpace) -> None:
     """Raises `PriorError` unless the prior was exported for these spaces."""
     space, key, _ = exported_observation(observation_space)
-    obs = observation_spec(space)
-    expected = {'observation': {'shape': list(obs.shape), 'dtype': obs.dtype.name,
-                                **({'key': key} if key else {})},
+    if isinstance(space, (gym.spaces.Dict, gym.spaces.Tuple)):  # exported leaf by leaf
+        observation = {'space': repr(observation_space)}
+    else:
+        obs = observation_spec(space)
+        observation = {'shape': list(obs.shape), 'dtype': obs.dtype.name,
+                       **({'key': key} if key else {})}
+    expected = {'observation': observation,
                 'action space': repr(action_space.space),
                 'policy': action_space.policy_spec()}
     found = {'observation': specs.get('observation'),
@@ -67,6 +71,13 @@ def _check_specs(specs: dict, path: str, observation_space: gym.Space,
         if found[what] != expected[what]:
             raise PriorError(f'--prior_actor {path!r} does not match this run: its {what} is '
                              f'{found[what]}, this run has {expected[what]}')
+
+
+def _at(observation: Any, path: Sequence[Any]) -> Any:
+    """The member of a (nested) observation at `path` (keys and indices)."""
+    for element in path:
+        observation = observation[element]
+    return observation
 
 
 class PriorPolicy:
@@ -93,15 +104,23 @@ class PriorPolicy:
         self._num_leaves = len(specs['policy'])
         self._feed_forward = [s['shape'] for s in specs['state']] == [[0]]
         self._key = exported_observation(observation_space)[1]
+        # Where each input of the export lives in the observation (exports from before
+        # `observation_inputs` take one `observation`, beside a mask).
+        self._inputs = specs.get('observation_inputs')
 
     def _step(self, first, observation, prev_action, prev_reward, state):
         env_prev = env_action_tensor(self._action_space.space, self._action_space.squash,
                                      prev_action)
-        if self._key:  # a masked Dict: the export takes the mask as its own input
-            state = {**state, ACTION_MASK: tf.cast(observation[ACTION_MASK], tf.float32)}
-            observation = observation[self._key]
-        out = self._params_fn(first=first, observation=observation, prev_action=env_prev,
-                              prev_reward=tf.cast(prev_reward, tf.float32), **state)
+        if self._inputs is not None:  # each leaf (and the mask) by its path
+            feeds = {part['name']: tf.cast(_at(observation, part['path']), part['dtype'])
+                     for part in self._inputs}
+        elif self._key:  # a masked Dict: the export takes the mask as its own input
+            feeds = {'observation': observation[self._key],
+                     ACTION_MASK: tf.cast(observation[ACTION_MASK], tf.float32)}
+        else:
+            feeds = {'observation': observation}
+        out = self._params_fn(first=first, prev_action=env_prev,
+                              prev_reward=tf.cast(prev_reward, tf.float32), **feeds, **state)
         params = tuple(out[f'params_{i}'] for i in range(self._num_leaves))
         return params, {k: v for k, v in out.items() if k.startswith('state_')}
 

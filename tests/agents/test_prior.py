@@ -21,7 +21,9 @@ from reverb_agents.networks.distributions import ActionSpace
 # normalising policy is no longer exactly the prior exported before the step.
 CASES = [('clear', 'CartPole-v1', {'lstm_size': 0, 'normalize': False}),
          ('acer', 'CartPole-v1', {'lstm_size': 0, 'normalize': False}),
-         ('sac', 'Pendulum-v1', {})]
+         ('sac', 'Pendulum-v1', {}),
+         # A Dict observation: the export takes each leaf as its own input.
+         ('clear', 'tests.launch.export_envs:ImageAndVector-v0', {'lstm_size': 0})]
 
 
 def test_kl_matches_hand_computation():
