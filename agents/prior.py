@@ -74,7 +74,8 @@ def _check_specs(specs: dict, path: str, observation_space: gym.Space,
 
 
 def _at(observation: Any, path: Sequence[Any]) -> Any:
-    """The member of a (nested) observation at `path` (keys and indices)."""
+    """The member of a (nested) observation at `path` (keys and indices); the twin of
+    `launch.policy._at`, which imports nothing of the library."""
     for element in path:
         observation = observation[element]
     return observation
@@ -103,22 +104,23 @@ class PriorPolicy:
         self._action_space = action_space
         self._num_leaves = len(specs['policy'])
         self._feed_forward = [s['shape'] for s in specs['state']] == [[0]]
-        self._key = exported_observation(observation_space)[1]
-        # Where each input of the export lives in the observation (exports from before
-        # `observation_inputs` take one `observation`, beside a mask).
+        # Where each input of the export lives in the observation: an export from before
+        # `observation_inputs` takes one `observation` (a masked Dict's member `key`),
+        # beside its mask.
         self._inputs = specs.get('observation_inputs')
+        if self._inputs is None:
+            key = exported_observation(observation_space)[1]
+            self._inputs = [{'name': 'observation', 'path': [key] if key else [],
+                             'dtype': specs['observation']['dtype']}]
+            if key:
+                self._inputs.append({'name': ACTION_MASK, 'path': [ACTION_MASK],
+                                     'dtype': 'float32'})
 
     def _step(self, first, observation, prev_action, prev_reward, state):
         env_prev = env_action_tensor(self._action_space.space, self._action_space.squash,
                                      prev_action)
-        if self._inputs is not None:  # each leaf (and the mask) by its path
-            feeds = {part['name']: tf.cast(_at(observation, part['path']), part['dtype'])
-                     for part in self._inputs}
-        elif self._key:  # a masked Dict: the export takes the mask as its own input
-            feeds = {'observation': observation[self._key],
-                     ACTION_MASK: tf.cast(observation[ACTION_MASK], tf.float32)}
-        else:
-            feeds = {'observation': observation}
+        feeds = {part['name']: tf.cast(_at(observation, part['path']), part['dtype'])
+                 for part in self._inputs}
         out = self._params_fn(first=first, prev_action=env_prev,
                               prev_reward=tf.cast(prev_reward, tf.float32), **feeds, **state)
         params = tuple(out[f'params_{i}'] for i in range(self._num_leaves))

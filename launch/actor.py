@@ -164,7 +164,6 @@ class Actor:
         self._random_steps = random_steps
         self._rng = np.random.default_rng(seed)
         self._vector_reward = reward_size(envs) > 0
-        self._last_round_held = False  # the last round's flush waited on the rate limiter
 
     def run(self, stop: Callable[[], bool], flush_timeout_ms: int = 1000,
             max_env_steps: Optional[int] = None, soft_budget: Optional[int] = None) -> None:
@@ -182,17 +181,17 @@ class Actor:
         until the learner stops can be left blocked on a full queue. Held back, the
         learner has data for its last steps, and that round still reaches it.
         """
-        for _ in self.rounds(stop, flush_timeout_ms):
+        for held in self.rounds(stop, flush_timeout_ms):
             if max_env_steps is not None and self.stats.env_steps >= max_env_steps:
                 return
-            if (soft_budget is not None and self.stats.env_steps >= soft_budget
-                    and self._last_round_held):
+            if soft_budget is not None and self.stats.env_steps >= soft_budget and held:
                 return
 
-    def rounds(self, stop: Callable[[], bool], flush_timeout_ms: int = 1000) -> Iterator[None]:
+    def rounds(self, stop: Callable[[], bool], flush_timeout_ms: int = 1000) -> Iterator[bool]:
         """Acts until `stop()` is true, pausing after each round of written sequences
         (flushed, and the latest weights fetched): a generator, so its caller decides
-        when the actor goes on (`run`, or a deterministic run's schedule)."""
+        when the actor goes on (`run`, or a deterministic run's schedule). Each pause
+        yields whether the tables' rate limiter held that round back."""
         B = self._num_envs
         obs, _ = self._envs.reset(seed=self._seed)
         obs = self._cast(obs)
@@ -250,7 +249,7 @@ class Actor:
                     behaviour_params=params, behaviour_log_prob=log_prob,
                     behaviour_baseline=baseline), state)
                 if written:
-                    self._last_round_held = self._after_write(flush_timeout_ms, stop)
+                    held = self._after_write(flush_timeout_ms, stop)
             # The placeholder step's env.step resets the environment: next is `first`.
             first = placeholder
             placeholder = done
@@ -258,7 +257,7 @@ class Actor:
             state = new_state
             prev_action, prev_reward = action, reward
             if written:
-                yield
+                yield held
 
     def _after_write(self, flush_timeout_ms: int, stop: Callable[[], bool]) -> bool:
         """Waits for the queue's rate limiter (the learner) without hanging past stop();

@@ -53,9 +53,9 @@ def clear_run(train_once):
 
 
 def max_overshoot(config, num_envs: int) -> int:
-    """Env steps past the budget: the actor acts until the learner's last step is
-    done, so at most what fills the queue, that step's fresh sequences and the
-    round being written (`launch/inprocess.py`)."""
+    """Env steps past the budget: the actor acts on until the full queue holds a round
+    back, so at most what fills the queue, the last batch's fresh sequences and the
+    round being written (`Actor.run`'s `soft_budget`)."""
     return (config.replay.queue_size + config.batch_size + num_envs) * config.unroll_length
 
 
