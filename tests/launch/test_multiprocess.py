@@ -234,10 +234,10 @@ def test_every_agent_runs_multiprocess(runs, tmp_path, agent_args):
 
 
 @pytest.mark.parametrize('args,message', [
-    (['--role=learner', '--replay_address=127.0.0.1:{port}', '--connect_timeout_s=3'],
-     'no Reverb server answered at 127.0.0.1:{port} within 3 s'),
-    (['--role=actor', '--replay_address=127.0.0.1:{port}', '--connect_timeout_s=3'],
-     'no Reverb server answered at 127.0.0.1:{port} within 3 s'),
+    (['--role=learner', '--replay_address=127.0.0.1:{port}', '--connect_timeout_s=1'],
+     'no Reverb server answered at 127.0.0.1:{port} within 1 s'),
+    (['--role=actor', '--replay_address=127.0.0.1:{port}', '--connect_timeout_s=1'],
+     'no Reverb server answered at 127.0.0.1:{port} within 1 s'),
     (['--launcher=multiprocess', '--num_actors=0'], '--num_actors must be >= 1'),
     (['--role=judge'], "unknown --role='judge'"),
 ])
