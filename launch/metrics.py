@@ -145,8 +145,11 @@ class ProgressCSV:
 
     Columns: `PROGRESS_COLUMNS` (the return's mean and std over the last 20
     training episodes, empty before the first; `wall_time_s` counts earlier
-    runs of the logdir too), then the agent's scalar metrics (losses), fixed
-    by the first row written; a resumed run appends under the same header.
+    runs of the logdir too), then the agent's scalar metrics (losses) in the
+    order they first appear; a resumed run appends under the same header. A
+    metric that first appears later (a learner whose phase changes, e.g. CLEAR
+    after its critic pre-training) adds a column: the file is rewritten under
+    the wider header (earlier rows empty there) and replaces the old one whole.
     `wall_time=False` leaves `wall_time_s` out: a deterministic run's rows are
     then the same in every run.
     """
@@ -174,8 +177,24 @@ class ProgressCSV:
         new_file = self._columns is None
         if new_file:
             self._columns = self._first_columns + sorted(metrics)
+        else:
+            added = sorted(set(metrics) - set(self._columns))
+            if added:
+                self._widen(self._columns + added)
         with open(self.path, 'a', newline='') as f:
             writer = csv.DictWriter(f, self._columns, extrasaction='ignore')
             if new_file:
                 writer.writeheader()
             writer.writerow(row)
+
+    def _widen(self, columns: List[str]) -> None:
+        """Rewrites the file under `columns` (a superset of its header), atomically."""
+        with open(self.path, newline='') as f:
+            rows = list(csv.DictReader(f))
+        partial = self.path + '.partial'
+        with open(partial, 'w', newline='') as f:
+            writer = csv.DictWriter(f, columns, restval='')
+            writer.writeheader()
+            writer.writerows(rows)
+        os.replace(partial, self.path)
+        self._columns = columns

@@ -172,3 +172,23 @@ def test_a_short_run_writes_action_histograms_variable_norm_and_env_info(tmp_pat
     assert all(abs(v) <= 2.4 for _, v in scalars['env_info/cart_position'])
     # The agent's scalars are still there, next to the new ones.
     assert 'loss/total_loss' in scalars and 'env_steps' in scalars
+
+
+def test_progress_csv_adds_a_column_for_a_metric_that_appears_later(tmp_path):
+    """A learner whose phase changes (CLEAR after critic pre-training) starts reporting
+    other metrics: they get columns, earlier rows stay, and a reopened file continues."""
+    progress = metrics.ProgressCSV(str(tmp_path))
+    progress.write(100, 1, 1.0, [], 0, {'critic_pretrain/baseline_loss': 2.0})
+    progress.write(200, 2, 2.0, [5.0], 1, {'critic_pretrain/baseline_loss': 1.0})
+    progress.write(300, 3, 3.0, [7.0], 2, {'loss/total_loss': 0.5, 'grad_norm': 3.0})
+    rows = run_files.read_progress(str(tmp_path / metrics.PROGRESS_CSV))
+    assert [r['env_steps'] for r in rows] == [100, 200, 300]
+    assert [r['critic_pretrain/baseline_loss'] for r in rows[:2]] == [2.0, 1.0]
+    assert rows[2]['loss/total_loss'] == 0.5 and rows[2]['grad_norm'] == 3.0
+    assert 'return_mean' not in rows[0] and rows[2]['return_mean'] == 7.0
+    assert not list(tmp_path.glob('*.partial'))
+    resumed = metrics.ProgressCSV(str(tmp_path))
+    resumed.write(400, 4, 1.0, [9.0], 3, {'loss/total_loss': 0.25, 'grad_norm': 1.0})
+    rows = run_files.read_progress(str(tmp_path / metrics.PROGRESS_CSV))
+    assert [r.get('loss/total_loss') for r in rows] == [None, None, 0.5, 0.25]
+    assert rows[3]['wall_time_s'] == 4.0  # 1.0 after the 3.0 the file had
