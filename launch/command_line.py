@@ -79,7 +79,8 @@ def define_flags(fv: flags.FlagValues) -> None:
            'read as Python literals where they are one, else as strings)')
     string('vector_env', '', f'how the actor\'s environments are stepped: one of '
            f'{list(VECTOR_ENVS)} (default: the environment\'s own vectorised version if it '
-           f'has one, else sync); async runs each in a subprocess')
+           f'has one, else sync); async runs each in a subprocess; ale steps Atari games in '
+           f'ALE\'s C++ vector env')
     string('tasks', '', 'a task sequence instead of --env: gymnasium ids A,B,C trained in '
            'turn, --steps_per_task each, no task identity given')
     integer('steps_per_task', None, 'env steps per visit of a task (--tasks)')

@@ -8,7 +8,7 @@ from reverb_agents.agents.configs import require, require_fraction
 # networks.torsos.PRECISIONS, named here because this module imports no TensorFlow.
 TORSO_PRECISIONS = ('float32', 'bfloat16')
 
-VECTOR_ENVS = ('', 'sync', 'async')  # '': the environment's own vectorised version, else sync
+VECTOR_ENVS = ('', 'sync', 'async', 'ale')  # '': the environment's own vectorised version, else sync
 # A deterministic run's cadences in learner steps where none is given: a timed one would
 # land on different steps in every run.
 DETERMINISTIC_LOG_STEPS = 100  # progress.csv rows

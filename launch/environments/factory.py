@@ -116,8 +116,9 @@ def make_vector_env(env_id: str, num_envs: int, seed: int,
     """`num_envs` copies of `env_id` made with `env_kwargs`, reset with seeds `seed, seed + 1, ...`.
 
     `vectorization_mode`: None (the environment's own vectorised version where
-    it has one, else sync), 'sync' or 'async' (an `AsyncVectorEnv`: one
-    subprocess per copy, for environments slower than the network).
+    it has one, else sync), 'sync', 'async' (an `AsyncVectorEnv`: one
+    subprocess per copy, for environments slower than the network) or 'ale'
+    (Atari ids: ALE's C++ vector env, `ale_vector`).
     `reward_weights`: for an environment with vector rewards (see the module
     docstring); an error for one without, and a vector-reward one needs them.
     `wrap`: applied to each copy (e.g. `action_repeat.wrapper`'s).
@@ -131,6 +132,8 @@ def make_vector_env(env_id: str, num_envs: int, seed: int,
     def make_one() -> gym.Env:
         return wrap(suites.make(env_id, **kwargs))
 
+    if vectorization_mode == 'ale':
+        return _ale_vector_env(env_id, num_envs, seed, wrap is not _same, kwargs)
     try:
         if reward_weights:
             if vectorization_mode == 'async':
@@ -162,6 +165,22 @@ def make_vector_env(env_id: str, num_envs: int, seed: int,
     mode = envs.metadata.get('autoreset_mode', gym.vector.AutoresetMode.NEXT_STEP)
     if mode != gym.vector.AutoresetMode.NEXT_STEP:
         raise EnvironmentSetupError(f'{env_id}: vector env autoreset mode {mode} is not NEXT_STEP')
+    envs.action_space.seed(seed)
+    return envs
+
+
+def _ale_vector_env(env_id: str, num_envs: int, seed: int, wrapped: bool,
+                    env_kwargs: Mapping[str, Any]) -> gym.vector.VectorEnv:
+    """`--vector_env=ale`: `ale_vector.ALEVectorEnv`, for Atari ids without a wrapper."""
+    if suites.suite_of(env_id) != suites.ATARI:
+        raise EnvironmentSetupError(f'--vector_env=ale steps Atari games (ALE/<Game>-v5), '
+                                    f'not {env_id}')
+    if wrapped:
+        raise EnvironmentSetupError('--vector_env=ale takes no action repeat (--step_mul): '
+                                    'ALE repeats each action frame_skip frames itself')
+    from reverb_agents.launch.environments import ale_vector  # needs ale_py, registered above
+
+    envs = ale_vector.ALEVectorEnv(env_id.rpartition(':')[2], num_envs, env_kwargs=env_kwargs)
     envs.action_space.seed(seed)
     return envs
 

@@ -4,7 +4,8 @@ Measured side by side in one process, each `--repeats` times (medians
 reported, all runs listed):
 
 - `raw_env_steps_per_s`: the vector environment alone, random actions
-  (`make_vec`'s default implementation, and a `SyncVectorEnv`), with the
+  (`make_vec`'s default implementation or `--vector_env`'s, and a
+  `SyncVectorEnv`: `raw_sync_env_steps_per_s`), with the
   wrappers a run adds (`launch.environments.suites`); env steps are frames where the
   environment reports them (Atari: 4 per decision), as a run counts them;
 - `actor_env_steps_per_s`: the actor loop (batched policy, numpy buffers,
@@ -63,7 +64,7 @@ from reverb_agents.launch.environments import factory  # noqa: E402
 from reverb_agents.launch.environments.action_repeat import FRAMES  # noqa: E402
 from reverb_agents.launch import setup as setup_lib  # noqa: E402
 from reverb_agents.launch.actor import Actor  # noqa: E402
-from reverb_agents.launch.options import TORSO_PRECISIONS, RunOptions  # noqa: E402
+from reverb_agents.launch.options import TORSO_PRECISIONS, VECTOR_ENVS, RunOptions  # noqa: E402
 from reverb_agents.replay import tables as tables_lib  # noqa: E402
 from reverb_agents.replay.priorities import PriorityUpdater  # noqa: E402
 
@@ -79,6 +80,9 @@ flags.DEFINE_integer('intra_op_threads', None, "TensorFlow's threads within one 
                      "per core (default: the agent's, as launch/run.py)")
 flags.DEFINE_enum('torso_precision', 'float32', list(TORSO_PRECISIONS),
                   "image torsos' compute (launch/run.py's --torso_precision)")
+flags.DEFINE_enum('vector_env', '', list(VECTOR_ENVS),
+                  "how the actor's environments are stepped (run.py's --vector_env): the "
+                  'actor, the whole run and the first vector-env rate use it')
 flags.DEFINE_bool('compare_samplers', False,
                   'learner steps/s with uniform and with prioritized replay, side by side')
 flags.DEFINE_bool('verbose', False, "show TensorFlow's and Reverb's own log lines")
@@ -121,7 +125,7 @@ def run_rate(config, num_steps: int) -> float:
     with tempfile.TemporaryDirectory() as logdir:
         options = RunOptions(agent=FLAGS.agent, env=FLAGS.env, num_envs=FLAGS.num_envs,
                              num_steps=num_steps, logdir=logdir, eval_episodes=1,
-                             torso_precision=FLAGS.torso_precision)
+                             torso_precision=FLAGS.torso_precision, vector_env=FLAGS.vector_env)
         return inprocess.train(options, config)['env_steps_per_s']
 
 
@@ -130,7 +134,7 @@ class Setup:
 
     def __init__(self, agent_name, config, env_id, num_envs):
         options = RunOptions(agent=agent_name, env=env_id, num_envs=num_envs,
-                             torso_precision=FLAGS.torso_precision)
+                             torso_precision=FLAGS.torso_precision, vector_env=FLAGS.vector_env)
         self.envs = setup_lib.make_envs(options, config, num_envs, 0)
         self.setup = setup = setup_lib.make_setup(options, config, self.envs)
         self.plan = setup.plan
@@ -249,7 +253,8 @@ def main(argv):
     for _ in range(FLAGS.repeats):
         weights = agent.reward_weights(config)
         runs['raw_env_steps_per_s'].append(
-            raw_env_rate(FLAGS.env, FLAGS.num_envs, FLAGS.seconds, reward_weights=weights))
+            raw_env_rate(FLAGS.env, FLAGS.num_envs, FLAGS.seconds, FLAGS.vector_env or None,
+                         weights))
         runs['raw_sync_env_steps_per_s'].append(
             raw_env_rate(FLAGS.env, FLAGS.num_envs, FLAGS.seconds, 'sync', weights))
         runs['actor_env_steps_per_s'].append(setup.actor_rate(FLAGS.seconds))
@@ -269,6 +274,7 @@ def main(argv):
         'agent': FLAGS.agent,
         'env': FLAGS.env,
         'num_envs': FLAGS.num_envs,
+        'vector_env': FLAGS.vector_env or 'default',
         'batch_sequences': plan.batch_sequences,
         'transitions_per_batch': plan.transitions_per_batch,
         'sequence_length': plan.sequence_length,
