@@ -100,6 +100,7 @@ class ALEVectorEnv(gym.vector.VectorEnv):
 
     def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None):
         observation, info = self._env.reset(seed=seed, options=options)
+        info.pop('env_id', None)
         self._frame = np.asarray(info['episode_frame_number'], np.int64)
         self._autoreset[:] = False
         return self._observation(observation, np.ones([self.num_envs], bool)), info
@@ -107,6 +108,7 @@ class ALEVectorEnv(gym.vector.VectorEnv):
     def step(self, actions):
         observation, reward, terminated, truncated, info = self._env.step(
             np.asarray(actions, np.int32))
+        info.pop('env_id', None)  # each game's index: no quantity to average (env_info/*)
         frame = np.asarray(info['episode_frame_number'], np.int64)
         # A reset step (the one after an episode ended) took no frames of an episode.
         info[FRAMES] = np.where(self._autoreset, 0, frame - self._frame)
