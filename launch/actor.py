@@ -271,6 +271,8 @@ class Actor:
                 held = True
                 if stop():
                     return held
-        if self._fetcher is not None and self._fetcher.fetch(timeout_s=0):
+        # Not once stopped: the run stops the server next, and a Reverb sample that
+        # began first would never return (it cannot time out).
+        if self._fetcher is not None and not stop() and self._fetcher.fetch(timeout_s=0):
             self.policy.refresh()
         return held

@@ -196,9 +196,12 @@ def _train(options: RunOptions, config: Any, events: Optional[RunEvents]) -> Dic
             # The actor may be blocked on a full queue, and the learner's prefetch on
             # an empty one; stopping the server releases both (in-flight work fails,
             # which does not matter any more), so the process never hangs on the way out.
+            # The actor sees the stop within a flush timeout and one step: waited for
+            # first, so that no Reverb call of its own outlives the server (a sample
+            # would then block until the 30 s join below gives up; seen under load).
             stop_event.set()
             if thread is not None:
-                thread.join(timeout=2)
+                thread.join(timeout=10)
             try:
                 if replay_dirs and learned and not actor_error:
                     run.save(quiet=True)  # the last pair, while the server has its tables

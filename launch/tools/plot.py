@@ -100,7 +100,8 @@ def load_curve(logdir: str, group_by: str = 'agent') -> Dict[str, Any]:
                  'seed': run.get('seed', files['summary'].get('seed'))}
         if group_by not in known:
             raise PlotError(f'--group_by={group_by}: {logdir} records no such flag')
-        group = f'{agent_label(agent, config)}, {group_by}={known[group_by]}'
+        label, value = agent_label(agent, config), f'{group_by}={known[group_by]}'
+        group = label if value in label else f'{label}, {value}'  # named once
     return {'env_steps': np.array([r['env_steps'] for r in rows]),
             'returns': np.array([r['return_mean'] for r in rows]),
             'group': group, 'env': run.get('env', '?')}
