@@ -20,17 +20,18 @@ Evaluation environments stay gymnasium's (`setup.make_envs(evaluation=True)`).
 `num_threads`: ALE's worker threads (0: its own choice).
 """
 
+import inspect
 from typing import Any, Dict, Mapping, Optional
 
 import gymnasium as gym
 import numpy as np
 
-from reverb_agents.launch.environments import EnvironmentSetupError
+from reverb_agents.launch.environments import EnvironmentSetupError, suites
 from reverb_agents.launch.environments.action_repeat import FRAMES
 
 # `--env_kwargs` this adapter takes: the library's Atari options, then ALE's own.
-OPTIONS = ('frame_skip', 'screen_size', 'noop_max', 'frame_stack', 'terminal_on_life_loss',
-           'repeat_action_probability', 'full_action_space', 'max_num_frames_per_episode')
+OPTIONS = suites.ATARI_OPTIONS + ('repeat_action_probability', 'full_action_space',
+                                  'max_num_frames_per_episode')
 
 
 def _settings(env_id: str, env_kwargs: Mapping[str, Any]) -> Dict[str, Any]:
@@ -43,7 +44,12 @@ def _settings(env_id: str, env_kwargs: Mapping[str, Any]) -> Dict[str, Any]:
         raise EnvironmentSetupError('--vector_env=ale does not end episodes at a life loss '
                                     '(terminal_on_life_loss): use --vector_env=sync')
     registered = gym.spec(env_id).kwargs
-    size = int(env_kwargs.get('screen_size', 84))
+    # The library's own defaults for its options: those of the gymnasium path.
+    options = {name: parameter.default for name, parameter
+               in inspect.signature(suites.atari_wrappers).parameters.items()
+               if name in suites.ATARI_OPTIONS}
+    options.update((k, v) for k, v in env_kwargs.items() if k in suites.ATARI_OPTIONS)
+    size = int(options['screen_size'])
     return dict(
         game=registered['game'],
         repeat_action_probability=float(env_kwargs.get(
@@ -53,9 +59,9 @@ def _settings(env_id: str, env_kwargs: Mapping[str, Any]) -> Dict[str, Any]:
         max_num_frames_per_episode=int(env_kwargs.get(
             'max_num_frames_per_episode', registered.get('max_num_frames_per_episode', 108000))),
         img_height=size, img_width=size, grayscale=True, maxpool=True,
-        stack_num=int(env_kwargs.get('frame_stack', 4)),
-        frameskip=int(env_kwargs.get('frame_skip', 4)),
-        noop_max=int(env_kwargs.get('noop_max', 30)),
+        stack_num=int(options['frame_stack']),
+        frameskip=int(options['frame_skip']),
+        noop_max=int(options['noop_max']),
         episodic_life=False, reward_clipping=False, use_fire_reset=False)
 
 

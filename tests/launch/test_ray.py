@@ -50,9 +50,7 @@ def test_clear_learns_cartpole_on_two_nodes_and_survives_a_killed_actor(cluster,
     cluster, actor_node = cluster
     logdir = str(tmp_path / 'run')
     # Stopped at the target (training mean and a greedy evaluation at 475), not the
-    # preset's whole budget: the final evaluation below must still reach it. (The
-    # feed-forward core of clear_cartpole_475_ff gets there sooner, but its final
-    # 20-episode evaluation once fell short, at 474.1.)
+    # preset's whole budget: the final evaluation below must still reach it.
     process = _driver([f'--flagfile={PRESET}', f'--ray_address={cluster.address}',
                        '--actor_resources=actor_node=1', '--learner_resources=learner_node=1',
                        '--log_interval_s=1', '--target_return=475'], logdir)
