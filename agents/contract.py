@@ -39,7 +39,10 @@ What an agent declares:
 7. `reward_weights(config)`: the weights of a vector reward, when the agent
    learns one (else None: the environment must have scalar rewards);
    `for_reward_size(config, k)`: the config for an environment whose rewards
-   have k components (0: scalars), e.g. unset weights become the plain sum.
+   have k components (0: scalars), e.g. unset weights become the plain sum;
+   `for_tasks(config, n)`: the config for a run over n tasks (1 outside a
+   task sequence), e.g. one value output per task (CLEAR's multi-task PopArt);
+   each stored step names its task (`replay.trajectory.Step.task`).
 8. `demo_files(config)`: demonstration files the learner will read
    (`replay.demos`), which the wiring checks against the environment first.
 9. `run_defaults`: run options (`launch.options.RunOptions` fields such as
@@ -227,6 +230,13 @@ class Agent(abc.ABC):
         against the environment's spaces before anything starts."""
         del config
         return ()
+
+    def for_tasks(self, config: Any, num_tasks: int) -> Any:
+        """`config` for a run over `num_tasks` tasks (1 outside a task sequence); a
+        ValueError (one line) for settings that do not fit. Agents that keep one set
+        of value statistics for all tasks leave it as it is."""
+        del num_tasks
+        return config
 
     def for_reward_size(self, config: Any, reward_size: int) -> Any:
         """`config` for an environment with `reward_size`-component rewards (0: scalar).

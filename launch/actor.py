@@ -20,6 +20,7 @@ from threadpoolctl import threadpool_limits
 
 from reverb_agents.launch.environments.action_repeat import FRAMES
 from reverb_agents.launch.environments.factory import reward_size
+from reverb_agents.launch.environments.task_sequence import TASK
 from reverb_agents.launch.metrics import InfoMeans
 from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
 from reverb_agents.networks.distributions import ActionSpace
@@ -83,8 +84,9 @@ def make_policy_step(core: ActorCriticCore, action_space: ActionSpace,
     """The batched TF acting function: one core step and an action per environment."""
 
     @tf.function(autograph=False)  # no tensor-dependent Python control flow; tracing is ~3x faster
-    def policy_step(observation, prev_action, prev_reward, first, state):
-        outputs, new_state = core(CoreInputs(observation, prev_action, prev_reward, first), state)
+    def policy_step(observation, prev_action, prev_reward, first, state, task):
+        outputs, new_state = core(
+            CoreInputs(observation, prev_action, prev_reward, first, task), state)
         params = outputs.policy_params
         action = action_space.mode(params) if deterministic else action_space.sample(params)
         log_prob = action_space.log_prob(params, action)
@@ -121,11 +123,13 @@ class Policy:
         if self._numpy:
             self._numpy.refresh()
 
-    def __call__(self, observation, prev_action, prev_reward, first, state):
-        """-> (action per leaf, params per leaf, log_prob [B], baseline [B], new state)."""
+    def __call__(self, observation, prev_action, prev_reward, first, state, task=None):
+        """-> (action per leaf, params per leaf, log_prob [B], baseline [B], new state);
+        `task` `[B]` int32 picks each row's baseline output (None: task 0)."""
         if self._numpy:
-            return self._numpy.step(observation, prev_action, prev_reward, first, state)
-        outputs = self._tf_step(observation, prev_action, prev_reward, first, state)
+            return self._numpy.step(observation, prev_action, prev_reward, first, state, task)
+        outputs = self._tf_step(observation, prev_action, prev_reward, first, state,
+                                () if task is None else task)
         return tf.nest.map_structure(lambda x: x.numpy(), outputs)
 
 
@@ -193,8 +197,9 @@ class Actor:
         when the actor goes on (`run`, or a deterministic run's schedule). Each pause
         yields whether the tables' rate limiter held that round back."""
         B = self._num_envs
-        obs, _ = self._envs.reset(seed=self._seed)
+        obs, info = self._envs.reset(seed=self._seed)
         obs = self._cast(obs)
+        task = self._task(info)
         state = self.policy.initial_state(B)
         prev_action = tuple(np.zeros([B, *s.shape], s.dtype.as_numpy_dtype)
                             for s in self._action_space.action_specs())
@@ -210,7 +215,7 @@ class Actor:
 
         while not stop():
             action, params, log_prob, baseline, new_state = self.policy(
-                obs, prev_action, prev_reward, first, state)
+                obs, prev_action, prev_reward, first, state, task)
             if steps_taken < self._random_steps:  # uniform over the allowed actions
                 action, log_prob = self._action_space.sample_uniform(
                     B, self._rng, obs[ACTION_MASK] if self._core.masked else None)
@@ -247,17 +252,25 @@ class Actor:
                     observation=obs, action=action, reward=stored_reward, discount=discount,
                     first=first, prev_action=prev_action, prev_reward=prev_reward,
                     behaviour_params=params, behaviour_log_prob=log_prob,
-                    behaviour_baseline=baseline), state)
+                    behaviour_baseline=baseline, task=task), state)
                 if written:
                     held = self._after_write(flush_timeout_ms, stop)
             # The placeholder step's env.step resets the environment: next is `first`.
             first = placeholder
             placeholder = done
             obs = self._cast(next_obs)
+            task = self._task(info)
             state = new_state
             prev_action, prev_reward = action, reward
             if written:
                 yield held
+
+    def _task(self, info: dict) -> np.ndarray:
+        """Each environment's task `[B]` int32: a task sequence's `info[TASK]`
+        (`launch.environments.task_sequence`), else 0."""
+        if TASK in info:
+            return np.asarray(info[TASK], np.int32)
+        return np.zeros([self._num_envs], np.int32)
 
     def _after_write(self, flush_timeout_ms: int, stop: Callable[[], bool]) -> bool:
         """Waits for the queue's rate limiter (the learner) without hanging past stop();

@@ -70,18 +70,25 @@ def set_intra_op_threads(threads: int) -> None:
 
 def resolve_config(options: RunOptions, config: Any) -> Any:
     """`config` for the run's environment: what the agent makes of its reward size
-    (SAC: unset `reward_weights` of a vector reward become the plain sum)."""
+    (SAC: unset `reward_weights` of a vector reward become the plain sum) and of
+    its number of tasks (CLEAR: one value output per task)."""
     agent = registry.get(options.agent)
-    if options.is_sequence:  # every task has scalar rewards (`shared_spaces.shared_spaces`)
-        shared_spaces.shared_spaces(options.tasks)
-        return config
     try:
-        return agent.for_reward_size(
-            config, factory.declared_reward_size(options.env, options.env_kwargs))
+        if options.is_sequence:  # every task has scalar rewards (`shared_spaces`)
+            shared_spaces.shared_spaces(options.tasks)
+            return for_tasks(options, config)
+        return for_tasks(options, agent.for_reward_size(
+            config, factory.declared_reward_size(options.env, options.env_kwargs)))
     except environments.EnvironmentSetupError:
         raise
     except ValueError as e:
         raise environments.EnvironmentSetupError(f'{options.env}: {e}') from None
+
+
+def for_tasks(options: RunOptions, config: Any) -> Any:
+    """What the agent makes of the run's number of tasks (1 outside a sequence)."""
+    return registry.get(options.agent).for_tasks(
+        config, len(options.tasks) if options.is_sequence else 1)
 
 
 def make_envs(options: RunOptions, config: Any, num_envs: int, seed: int,
@@ -111,6 +118,7 @@ def state_spec(core: ActorCriticCore) -> Any:
 def make_setup(options: RunOptions, config: Any, envs: gym.vector.VectorEnv) -> RunSetup:
     """The run's setup; `envs` (any number of the run's environments) gives the spaces."""
     agent = registry.get(options.agent)
+    config = for_tasks(options, config)  # as `resolve_config` made it (callers may skip it)
     torsos.set_precision(options.torso_precision)  # before any network is traced
     action_space = factory.check_spaces(options.env, envs, agent.squash_actions)
     obs_space = envs.single_observation_space

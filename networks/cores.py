@@ -45,6 +45,9 @@ class CoreInputs(NamedTuple):
     prev_action: Tuple[tf.Tensor, ...]  # per action leaf: [...] or [..., d]
     prev_reward: tf.Tensor  # [...]
     first: tf.Tensor  # [...] bool: a new episode starts here
+    # [...] int32: the task of a task sequence; () (an empty nest, so that tf.nest maps
+    # over inputs without one): task 0.
+    task: Any = ()
 
 
 class AgentOutput(NamedTuple):
@@ -190,18 +193,34 @@ class PolicyHead(snt.Linear):
 
 class BaselineHead(PopArtLinear):
     """Features `[N, H]` -> the state value `[N]`, in the reward's units; with
-    `normalized`, learned in PopArt's normalised units (`networks.popart`)."""
+    `normalized`, learned in PopArt's normalised units (`networks.popart`).
+
+    `num_tasks > 1` (a task sequence): one value output per task, each with its
+    own PopArt statistics (Hessel et al. 2019's multi-task PopArt), so a task
+    whose returns are 100 times another's does not set the other's scale; a
+    row's value is its task's output (`task` `[N]`, None: task 0).
+    """
 
     def __init__(self, normalized: bool = False, popart_step_size: float = 3e-4,
-                 name: str = 'baseline_head'):
-        super().__init__(1, normalized=normalized, step_size=popart_step_size, name=name)
+                 num_tasks: int = 1, name: str = 'baseline_head'):
+        if num_tasks < 1:
+            raise ValueError(f'num_tasks must be >= 1, got {num_tasks}')
+        super().__init__(num_tasks, normalized=normalized, groups=num_tasks,
+                         step_size=popart_step_size, count_per_group=num_tasks > 1,
+                         name=name)
 
-    def __call__(self, features: tf.Tensor) -> tf.Tensor:
-        return tf.squeeze(super().__call__(features), -1)
+    def _task_column(self, values: tf.Tensor, task: Optional[tf.Tensor]) -> tf.Tensor:
+        """`[N, num_tasks]` -> each row's task's value `[N]`."""
+        if self.output_size == 1 or task is None:
+            return values[:, 0]
+        return tf.gather(values, tf.cast(task, tf.int32), axis=1, batch_dims=1)
 
-    def normalized(self, features: tf.Tensor) -> tf.Tensor:
+    def __call__(self, features: tf.Tensor, task: Optional[tf.Tensor] = None) -> tf.Tensor:
+        return self._task_column(super().__call__(features), task)
+
+    def normalized(self, features: tf.Tensor, task: Optional[tf.Tensor] = None) -> tf.Tensor:
         """features `[N, H]` -> the normalised value `[N]`."""
-        return tf.squeeze(super().normalized(features), -1)
+        return self._task_column(super().normalized(features), task)
 
 
 class QHead(PopArtLinear):
@@ -309,6 +328,7 @@ class ActorCriticCore(snt.RNNCore):
                  soft_q_policy: Optional[SoftQPolicySpec] = None,
                  value_normalization: bool = False,
                  popart_step_size: float = 3e-4,
+                 num_tasks: int = 1,
                  name: Optional[str] = None):
         """`num_q_values > 0` adds a Q head (one value per discrete action, ACER);
         `advantage_hidden_sizes` adds an A(x, a) MLP (ACER's SDN, continuous);
@@ -327,7 +347,9 @@ class ActorCriticCore(snt.RNNCore):
         advantage head. `value_normalization` learns the baseline and Q heads with
         PopArt (`networks.popart`, statistics moving by `popart_step_size`); their
         outputs stay in the reward's units, and the advantage head's output is
-        scaled by the baseline's sigma."""
+        scaled by the baseline's sigma. `num_tasks > 1` gives the baseline one
+        output and one set of statistics per task (`BaselineHead`), chosen by
+        `CoreInputs.task`."""
         super().__init__(name=name)
         if soft_q_policy is not None and (lstm_size or condition_on_previous or baseline
                                           or num_q_values or advantage_hidden_sizes is not None):
@@ -370,7 +392,7 @@ class ActorCriticCore(snt.RNNCore):
         self._lstm = LSTMMemory(lstm_size) if lstm_size > 0 else None
         # Heads.
         self._policy_head = PolicyHead(action_space) if soft_q_policy is None else soft_q_head
-        self._baseline_head = (BaselineHead(value_normalization, popart_step_size)
+        self._baseline_head = (BaselineHead(value_normalization, popart_step_size, num_tasks)
                                if baseline else None)
         self._q_head = (QHead(num_q_values, value_normalization, popart_step_size)
                         if num_q_values else None)
@@ -445,15 +467,18 @@ class ActorCriticCore(snt.RNNCore):
             x = self._previous_step(x, inputs.prev_action, inputs.prev_reward, inputs.first)
         return x, mask
 
-    def _heads(self, x: tf.Tensor, mask: Optional[tf.Tensor] = None) -> AgentOutput:
+    def _heads(self, x: tf.Tensor, mask: Optional[tf.Tensor] = None,
+               task: Any = ()) -> AgentOutput:
         """The heads on the memory's output `[N, H]`; forbidden actions' logits are
-        `MASKED_LOGIT` where `mask` `[N, n]` is 0."""
+        `MASKED_LOGIT` where `mask` `[N, n]` is 0; `task` `[N]` picks the baseline's
+        output (`()`: task 0)."""
         batch = tf.shape(x)[0]
         params = self._policy_head(x)
         if mask is not None:
             params = self._action_space.mask_params(params, tf.cast(mask, tf.float32))
         q_values = self._q_head(x) if self._q_head is not None else tf.zeros([batch, 0])
-        baseline = (self._baseline_head(x) if self._baseline_head is not None
+        baseline = (self._baseline_head(x, None if isinstance(task, tuple) else task)
+                    if self._baseline_head is not None
                     else tf.zeros([batch], tf.float32))
         return AgentOutput(params, baseline, q_values, x)
 
@@ -475,7 +500,7 @@ class ActorCriticCore(snt.RNNCore):
         state = prev_state
         if self._lstm is not None:
             x, state = self._lstm.step(x, inputs.first, prev_state)
-        return self._heads(x, mask), state
+        return self._heads(x, mask, inputs.task), state
 
     def unroll(self, inputs: CoreInputs, initial_state: Any) -> Tuple[AgentOutput, Any]:
         """Sequences: inputs `[T, B, ...]` -> (outputs `[T, B, ...]`, final state).
@@ -484,10 +509,11 @@ class ActorCriticCore(snt.RNNCore):
         steps through time.
         """
         t_b = tf.shape(inputs.first)[:2]
-        x, mask = self._embed(tf.nest.map_structure(_merge, inputs))  # [T * B, E]
+        merged = tf.nest.map_structure(_merge, inputs)
+        x, mask = self._embed(merged)  # [T * B, E]
         state = initial_state
         if self._lstm is not None:
             outputs, state = self._lstm.unroll(_split(x, t_b), inputs.first, state)
             x = _merge(outputs)  # [T * B, H]
-        out = self._heads(x, mask)
+        out = self._heads(x, mask, merged.task)
         return tf.nest.map_structure(lambda y: _split(y, t_b), out), state

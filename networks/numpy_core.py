@@ -381,11 +381,15 @@ class _BaselineMirror:
     def refresh(self) -> None:
         self._w, self._b = self._part.w.numpy(), self._part.b.numpy()
         mean, std = self._part.statistics()  # PopArt's (0, 1 without normalisation)
-        self._mean, self._std = float(mean.numpy()[0]), float(std.numpy()[0])
+        self._mean, self._std = mean.numpy(), std.numpy()  # [tasks]
 
-    def __call__(self, x: np.ndarray) -> np.ndarray:
-        """features `[B, H]` -> `[B]`, in the reward's units."""
-        return (x @ self._w + self._b)[:, 0] * self._std + self._mean
+    def __call__(self, x: np.ndarray, task: Optional[np.ndarray] = None) -> np.ndarray:
+        """features `[B, H]` -> `[B]`, in the reward's units: each row's task's value
+        (`task` `[B]`; None: task 0)."""
+        values = (x @ self._w + self._b) * self._std + self._mean  # [B, tasks]
+        if task is None:
+            return values[:, 0]
+        return np.take_along_axis(values, np.asarray(task, np.int64)[:, None], 1)[:, 0]
 
 
 _PART_MIRRORS = {
@@ -461,10 +465,12 @@ class NumpyCore:
         return self._memory.initial_state(batch_size)
 
     def step(self, observation: Any, prev_action: Tuple[np.ndarray, ...],
-             prev_reward: np.ndarray, first: np.ndarray, state: Any):
+             prev_reward: np.ndarray, first: np.ndarray, state: Any,
+             task: Optional[np.ndarray] = None):
         """Same contract as `launch.actor.make_policy_step`'s function, numpy in and out.
 
-        `observation`: the nest of `observation_spec` (`[B, ...]` leaves).
+        `observation`: the nest of `observation_spec` (`[B, ...]` leaves); `task`
+        `[B]` picks each row's baseline output (None: task 0).
         Returns (action per leaf, params per leaf, log_prob [B], baseline [B], new state).
         """
         batch = len(first)
@@ -481,5 +487,5 @@ class NumpyCore:
             x, state = self._memory(x, first, state)
         actions, params, log_prob = self._policy(x, self._rng, self._deterministic, mask)
         baseline = (np.zeros([batch], np.float32) if self._baseline is None
-                    else self._baseline(x))
+                    else self._baseline(x, task))
         return actions, params, log_prob, baseline.astype(np.float32), state

@@ -21,10 +21,13 @@ normalisation (`normalized=False`) has mu = 0, sigma = 1 fixed: it is a plain
 linear layer.
 
 Statistics are first and second moments, tracked per "group" of outputs (one
-shared by all of a Q head's actions, or one per reward component), with a
-step size `max(step_size, 1 / count)`: the first batches are averaged exactly
-(no bias towards the initial mu = 0, sigma = 1), then an exponential moving
-average takes over.
+shared by all of a Q head's actions, one per reward component, or one per task
+of a task sequence: PopArt's multi-task form), with a step size
+`max(step_size, 1 / count)`: the first batches are averaged exactly (no bias
+towards the initial mu = 0, sigma = 1), then an exponential moving average
+takes over. Groups that always see targets together share one count; groups
+seen at different times (tasks) count their own batches, so a task met late
+in a run is still averaged exactly at first.
 """
 
 from typing import Dict, Optional, Tuple
@@ -52,10 +55,11 @@ def updated_moments(mean: tf.Tensor, second_moment: tf.Tensor, count: tf.Tensor,
                     ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
     """One batch of targets merged into the moments.
 
-    mean, second_moment `[G]`; count `[]` (batches merged so far); targets and
-    mask `[N, G]` (mask 0 drops an entry; a group with no valid entry keeps its
-    moments). Returns (mean, second_moment, count): each group moves by
-    `max(step_size, 1 / (count + 1))` towards the batch's masked moments.
+    mean, second_moment `[G]`; count `[]` (batches merged so far) or `[G]` (batches
+    each group had a valid entry in); targets and mask `[N, G]` (mask 0 drops an
+    entry; a group with no valid entry keeps its moments and its count). Returns
+    (mean, second_moment, count): each group moves by `max(step_size, 1 / count')`
+    towards the batch's masked moments, count' being its count after this batch.
     """
     targets = tf.cast(targets, tf.float32)
     mask = tf.cast(mask, tf.float32)
@@ -63,8 +67,9 @@ def updated_moments(mean: tf.Tensor, second_moment: tf.Tensor, count: tf.Tensor,
     safe = tf.maximum(valid, 1.0)
     batch_mean = tf.reduce_sum(mask * targets, 0) / safe
     batch_second = tf.reduce_sum(mask * tf.square(targets), 0) / safe
-    count = count + 1.0
-    rate = tf.maximum(step_size, 1.0 / count) * tf.cast(valid > 0, tf.float32)
+    seen = tf.cast(valid > 0, tf.float32)
+    count = count + (1.0 if count.shape.rank == 0 else seen)
+    rate = tf.maximum(step_size, 1.0 / tf.maximum(count, 1.0)) * seen
     return (mean + rate * (batch_mean - mean),
             second_moment + rate * (batch_second - second_moment), count)
 
@@ -84,11 +89,13 @@ class PopArtLinear(snt.Linear):
     `__call__` gives unnormalised values, `normalized` the layer's own output;
     `update(targets, mask)` merges a batch of unnormalised targets into the
     statistics and rescales the layer so that `__call__` is unchanged.
+    `count_per_group`: each group counts the batches it had targets in (groups
+    that are not updated together, such as tasks).
     """
 
     def __init__(self, output_size: int, normalized: bool = False, groups: int = 1,
                  step_size: float = 3e-4, w_init: Optional[snt.initializers.Initializer] = None,
-                 name: Optional[str] = None):
+                 count_per_group: bool = False, name: Optional[str] = None):
         super().__init__(output_size, w_init=w_init, name=name)
         if groups not in (1, output_size):
             raise ValueError(f'PopArt groups must be 1 or the output size {output_size}, '
@@ -103,7 +110,8 @@ class PopArtLinear(snt.Linear):
             self.mean = tf.Variable(tf.zeros([groups]), trainable=False, name='popart_mean')
             self.second_moment = tf.Variable(tf.ones([groups]), trainable=False,
                                              name='popart_second_moment')
-            self.count = tf.Variable(0.0, trainable=False, name='popart_count')
+            self.count = tf.Variable(tf.zeros([groups] if count_per_group else []),
+                                     trainable=False, name='popart_count')
 
     def statistics(self) -> Tuple[tf.Tensor, tf.Tensor]:
         """(mu, sigma) per group `[G]`: (0, 1) without normalisation."""
@@ -132,16 +140,22 @@ class PopArtLinear(snt.Linear):
         mean, std = self.statistics()
         return out * self._per_output(std) + self._per_output(mean)
 
-    def normalize(self, values: tf.Tensor) -> tf.Tensor:
-        """Unnormalised values -> normalised: any shape with one group, else `[..., G]`."""
+    def normalize(self, values: tf.Tensor, group: Optional[tf.Tensor] = None) -> tf.Tensor:
+        """Unnormalised values -> normalised: any shape with one group, else `[..., G]`;
+        with `group` (int, the shape of `values`), each value in its own group's units."""
         mean, std = self.statistics()
+        if group is not None:
+            return (values - tf.gather(mean, group)) / tf.gather(std, group)
         if self.groups == 1:
             return (values - mean[0]) / std[0]
         return (values - mean) / std
 
-    def std(self) -> tf.Tensor:
-        """sigma: `[]` with one group, else `[G]` (1 without normalisation)."""
+    def std(self, group: Optional[tf.Tensor] = None) -> tf.Tensor:
+        """sigma: `[]` with one group, else `[G]` (1 without normalisation); with
+        `group` (int, any shape), each entry's group's sigma (that shape)."""
         std = self.statistics()[1]
+        if group is not None:
+            return tf.gather(std, group)
         return std[0] if self.groups == 1 else std
 
     def update(self, targets: tf.Tensor, mask: tf.Tensor) -> None:
@@ -161,6 +175,23 @@ class PopArtLinear(snt.Linear):
         self.mean.assign(mean)
         self.second_moment.assign(second)
         self.count.assign(count)
+
+
+def task_metric_names(num_tasks: int) -> Tuple[str, ...]:
+    """With one value output per task (`num_tasks > 1`), each task's mu and sigma:
+    `popart/task0/mean`, `popart/task0/std`, ...; none otherwise."""
+    if num_tasks <= 1:
+        return ()
+    return tuple(f'popart/task{k}/{m}' for k in range(num_tasks) for m in ('mean', 'std'))
+
+
+def task_metrics(layer: PopArtLinear) -> Dict[str, tf.Tensor]:
+    """`task_metric_names(layer.groups)` of a normalised layer whose groups are tasks."""
+    names = task_metric_names(layer.groups) if layer.normalized_output else ()
+    if not names:
+        return {}
+    mean, std = layer.statistics()
+    return dict(zip(names, [x for k in range(layer.groups) for x in (mean[k], std[k])]))
 
 
 def scale_layer(layer: snt.Linear, factor: tf.Tensor) -> None:

@@ -43,6 +43,7 @@ class Step(NamedTuple):
     behaviour_params: Tuple[Any, ...]  # per action leaf: [param_size]
     behaviour_log_prob: Any  # [] float32: log mu(action)
     behaviour_baseline: Any  # [] float32: the actor's value estimate
+    task: Any  # [] int32: the task of a task sequence (`--tasks`); 0 otherwise
 
 
 class Sequence(NamedTuple):
@@ -66,7 +67,8 @@ def step_spec(observation_spec: Any, action_specs: Tuple[tf.TensorSpec, ...],
         prev_reward=scalar,
         behaviour_params=tuple(param_specs),
         behaviour_log_prob=scalar,
-        behaviour_baseline=scalar)
+        behaviour_baseline=scalar,
+        task=tf.TensorSpec([], tf.int32))
 
 
 def sequence_signature(step: Step, core_state_spec: Any, sequence_length: int,

@@ -7,7 +7,7 @@ from reverb_agents.agents.clear.config import CLEARConfig
 from reverb_agents.agents.clear.learning import CRITIC_PRETRAIN_METRICS, METRICS, CLEARLearner
 from reverb_agents.networks.cores import ActorCriticCore
 from reverb_agents.networks.distributions import ActionSpace
-from reverb_agents.networks.popart import METRICS as POPART_METRICS
+from reverb_agents.networks.popart import METRICS as POPART_METRICS, task_metric_names
 from reverb_agents.replay.batches import split_batch
 
 
@@ -41,11 +41,20 @@ class CLEAR(contract.Agent):
                                reward_transform=configs.reward_input(
                                    config.prev_reward_input, config.reward_scaling,
                                    config.reward_clipping),
+                               num_tasks=max(1, config.num_tasks),
                                **configs.normalization_options(config, observation_space))
 
     def build_learner(self, make_core: Callable[[], ActorCriticCore], action_space: ActionSpace,
                       config: CLEARConfig) -> CLEARLearner:
         return CLEARLearner(make_core(), action_space, config)
+
+    def for_tasks(self, config: CLEARConfig, num_tasks: int) -> CLEARConfig:
+        if config.num_tasks == 0:
+            return configs.replace(config, num_tasks=num_tasks)
+        if config.num_tasks not in (1, num_tasks):
+            raise ValueError(f'num_tasks={config.num_tasks}: give 0 (one value output per '
+                             f'task), 1 (one for all) or the number of tasks ({num_tasks})')
+        return config
 
     def demo_files(self, config: CLEARConfig) -> Tuple[str, ...]:
         return config.signals.demo_files
@@ -53,6 +62,7 @@ class CLEAR(contract.Agent):
     def metric_names(self, config: CLEARConfig, action_space: ActionSpace) -> Tuple[str, ...]:
         # Critic pre-training steps return only theirs (`CLEARLearner.phase`).
         return ((CRITIC_PRETRAIN_METRICS if config.critic_pretrain_steps else ()) + METRICS
-                + (POPART_METRICS if config.value_normalization == 'popart' else ())
+                + (POPART_METRICS + task_metric_names(config.num_tasks)
+                   if config.value_normalization == 'popart' else ())
                 + config.signals.metric_names() + config.replay.metric_names()
                 + config.prior.metric_names())

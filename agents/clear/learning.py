@@ -29,6 +29,10 @@ units. Targets are computed from unnormalised values as always; the baseline
 and value-cloning losses compare normalised values, the policy gradient's
 advantages are divided by sigma, and after each update the batch's targets
 move the statistics (the head is rescaled so its values do not change).
+With a task sequence (`num_tasks > 1`) the baseline has one output and one set
+of statistics per task (PopArt's multi-task form): each step's value, target,
+advantage and loss are in its own task's units (`Step.task`), and a batch
+moves each task's statistics with that task's targets only.
 
 Reward signals (`agents.reward_signals`): curiosity and GAIL rewards are extra
 components, each with its own value output (`signal_values`, a linear head on
@@ -51,7 +55,7 @@ from reverb_agents.agents.clear.config import CLEARConfig
 from reverb_agents.agents.learner_base import LearnerBase
 from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
 from reverb_agents.networks.distributions import ActionSpace
-from reverb_agents.networks.popart import PopArtLinear
+from reverb_agents.networks.popart import PopArtLinear, task_metrics
 from reverb_agents.replay import trajectory
 from reverb_agents.replay.dataset import Batch
 
@@ -144,7 +148,8 @@ class CLEARLearner(LearnerBase):
         """The baseline on Monte-Carlo returns: its head alone, or every core variable
         (`critic_pretrain_variables`); the policy head gets no gradient either way."""
         steps = batch.sequence.steps  # [T + 1, B, ...]
-        inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first)
+        inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first,
+                            steps.task)
         mask_t = trajectory.valid_mask(steps.first)  # [T, B]
         if self.config.critic_pretrain_variables == 'all':
             variables = self.core.trainable_variables
@@ -156,36 +161,51 @@ class CLEARLearner(LearnerBase):
             r_t, discount_t = self._transformed(steps, v_t, mask_t)
             g_t = returns.discounted_returns(r_t, discount_t,
                                              tf.stop_gradient(outputs.baseline[-1]))
-            head = self.core.parts.baseline_head
-            loss = tf.reduce_sum(mask_t * losses.baseline_loss(head.normalize(g_t),
-                                                               head.normalize(v_t)))
+            normalize = self._normalizer(steps)
+            loss = tf.reduce_sum(mask_t * losses.baseline_loss(normalize(g_t), normalize(v_t)))
         grad_norm = self._apply(tape.gradient(loss, variables), variables, batch.replayed,
                                 tf.shape(mask_t)[0], self.critic_optimizer)
         return {'critic_pretrain/baseline_loss': loss, 'critic_pretrain/grad_norm': grad_norm,
                 'critic_pretrain/learning_rate': tf.identity(self.learning_rate),
-                **self._update_statistics(g_t, mask_t)}
+                **self._update_statistics(g_t, mask_t, steps.task[:-1])}
 
-    def _update_statistics(self, vs_t: tf.Tensor, mask_t: tf.Tensor,
+    def _task_groups(self, task_t: tf.Tensor) -> Optional[tf.Tensor]:
+        """Each step's PopArt group `[T, B]`: its task with one output per task, else
+        None (the one group)."""
+        return task_t if self.core.parts.baseline_head.output_size > 1 else None
+
+    def _normalizer(self, steps):
+        """Unnormalised values `[T, B]` (steps `[T + 1, B]`) -> PopArt's normalised
+        units, each step in its task's (the identity without normalisation)."""
+        head, group = self.core.parts.baseline_head, self._task_groups(steps.task[:-1])
+        return lambda values: head.normalize(values, group)
+
+    def _update_statistics(self, vs_t: tf.Tensor, mask_t: tf.Tensor, task_t: tf.Tensor,
                            signal_vs_t: Optional[tf.Tensor] = None) -> Dict[str, tf.Tensor]:
         """PopArt: the targets `vs_t` `[T, B]` (and `signal_vs_t` `[T, B, n]`) of the
-        valid steps `mask_t` `[T, B]` move the statistics; returns their metrics
-        (none without normalisation)."""
+        valid steps `mask_t` `[T, B]` move the statistics, each of the task `task_t`
+        `[T, B]` its step is in; returns their metrics (none without normalisation)."""
         head = self.core.parts.baseline_head
         if not head.normalized_output:
             return {}
-        head.update(tf.reshape(vs_t, [-1, 1]), tf.reshape(mask_t, [-1, 1]))
+        tasks = head.output_size
+        # [N, tasks]: every target offered to every task's group, valid in its own only.
+        head.update(tf.tile(tf.reshape(vs_t, [-1, 1]), [1, tasks]),
+                    tf.reshape(mask_t, [-1, 1]) * tf.one_hot(tf.reshape(task_t, [-1]), tasks)
+                    if tasks > 1 else tf.reshape(mask_t, [-1, 1]))
         if signal_vs_t is not None:
             n = signal_vs_t.shape[-1]
             self.signal_values.update(
                 tf.reshape(signal_vs_t, [-1, n]),
                 tf.reshape(tf.broadcast_to(mask_t[..., None], tf.shape(signal_vs_t)), [-1, n]))
-        return head.metrics()
+        return {**head.metrics(), **task_metrics(head)}
 
     @tf.function(autograph=False)  # no tensor-dependent Python control flow; tracing is ~3x faster
     def _learn_step(self, batch: Batch) -> Dict[str, tf.Tensor]:
         config = self.config
         steps = batch.sequence.steps  # [T + 1, B, ...]
-        inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first)
+        inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first,
+                            steps.task)
         mask_t = trajectory.valid_mask(steps.first)  # [T, B]
         replayed = tf.cast(batch.replayed, tf.float32)[None, :]  # [1, B]
         weights = self.importance_weights(batch)  # [B]: 1 unless replay is prioritized
@@ -212,10 +232,11 @@ class CLEARLearner(LearnerBase):
             targets = self._targets(log_rhos, discount_t, r_t, v_t, bootstrap_value)
             entropy_cost = self.entropy_cost()
             head = self.core.parts.baseline_head
-            # Normalised units (PopArt; the identity without it).
-            pg_advantages = targets.pg_advantages / head.std()
+            # Normalised units (PopArt; the identity without it), each step its task's.
+            normalize = self._normalizer(steps)
+            pg_advantages = targets.pg_advantages / head.std(self._task_groups(steps.task[:-1]))
             baseline = tf.reduce_sum(loss_mask_t * losses.baseline_loss(
-                head.normalize(targets.vs), head.normalize(v_t)))
+                normalize(targets.vs), normalize(v_t)))
             if not config.signals.extrinsic_strength:
                 # No extrinsic reward: its targets are the baseline's own noise, which
                 # sigma would scale up to the size of a real signal's advantages.
@@ -235,7 +256,7 @@ class CLEARLearner(LearnerBase):
             policy_cloning = tf.reduce_sum(cloning_mask_t * losses.policy_cloning_loss(
                 self._action_space, behaviour_params_t, params_t))
             value_cloning = tf.reduce_sum(cloning_mask_t * losses.value_cloning_loss(
-                head.normalize(v_t), head.normalize(steps.behaviour_baseline[:-1])))
+                normalize(v_t), normalize(steps.behaviour_baseline[:-1])))
             total = (pg + config.baseline_cost * baseline + entropy_cost * entropy
                      + config.policy_cloning_cost * policy_cloning
                      + config.value_cloning_cost * value_cloning)
@@ -257,7 +278,8 @@ class CLEARLearner(LearnerBase):
             variables += self.signal_values.trainable_variables
         grad_norm = self._apply(tape.gradient(total, variables), variables, batch.replayed,
                                 tf.shape(mask_t)[0])
-        signal_metrics.update(self._update_statistics(targets.vs, mask_t, signal_vs))
+        signal_metrics.update(self._update_statistics(targets.vs, mask_t, steps.task[:-1],
+                                                      signal_vs))
         return {
             'loss/policy_gradient': pg,
             'loss/baseline': baseline,

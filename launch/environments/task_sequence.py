@@ -9,6 +9,11 @@ and, at a visit's boundary, ends every running episode by truncation (the
 transition bootstraps as at a time limit) and resets each environment into the
 next task, in gymnasium's `NEXT_STEP` autoreset convention. An episode that
 had just reset keeps going in the old task until it ends at that step.
+
+The agent's observations never name the task. The run's bookkeeping does:
+`info[TASK]` `[B]` is the index (in `--tasks`) of the task each returned
+observation comes from, which the actors store with each step so that a
+learner can keep one set of value statistics per task (`networks.popart`).
 """
 
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -19,6 +24,9 @@ import numpy as np
 from reverb_agents.launch.environments import EnvironmentSetupError
 from reverb_agents.launch.environments.shared_spaces import (SharedSpaces, make_task_env,
                                                              shared_spaces)
+
+# The info key of each environment's task index.
+TASK = 'task'
 
 
 def parse_tasks(tasks: str) -> Tuple[str, ...]:
@@ -102,7 +110,7 @@ class TaskSequenceVectorEnv(gym.vector.VectorEnv):
             observations.append(observation)
             infos = self._add_info(infos, info, i)
         self._autoreset[:] = False
-        return self._stack(observations), infos
+        return self._stack(observations), self._with_tasks(infos)
 
     def step(self, actions):
         actions = np.asarray(actions)
@@ -123,7 +131,13 @@ class TaskSequenceVectorEnv(gym.vector.VectorEnv):
             observations.append(observation)
             infos = self._add_info(infos, info, i)
         self._autoreset = terminated | truncated
-        return self._stack(observations), rewards, terminated, truncated, infos
+        return (self._stack(observations), rewards, terminated, truncated,
+                self._with_tasks(infos))
+
+    def _with_tasks(self, infos: dict) -> dict:
+        """`infos` with `TASK`: the index of the task each environment is in `[B]`."""
+        return {**infos, TASK: np.array([self.env_ids.index(e) for e in self._where],
+                                        np.int32)}
 
     def _stack(self, observations: List[Any]) -> Any:
         if self.shared.masked:

@@ -27,7 +27,8 @@ def make_learner(lstm_size=8, **config):
     config = configs.from_flat(CLEARConfig, dict(lstm_size=lstm_size, hidden_sizes=(8,),
                                                   unroll_length=T, batch_size=B, **config))
     core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(8,), lstm_size=lstm_size,
-                           value_normalization=config.value_normalization == 'popart')
+                           value_normalization=config.value_normalization == 'popart',
+                           num_tasks=max(1, config.num_tasks))
     core.create_variables()
     return CLEARLearner(core, action_space, config), core, action_space
 
@@ -210,6 +211,52 @@ def test_popart_targets_losses_and_statistics_match_numpy():
     # A step size of 1 and a first update: the batch's own moments.
     np.testing.assert_allclose(metrics['popart/mean'].numpy(), vs.mean(), rtol=1e-4)
     np.testing.assert_allclose(metrics['popart/std'].numpy(), vs.std(), rtol=1e-3)
+
+
+def test_per_task_popart_puts_each_step_in_its_tasks_units():
+    """Two tasks in one batch (columns 0-1 task 0, rewards x1; 2-3 task 1, x100): each
+    step's baseline loss is in its own task's sigma units, the advantages too (the
+    policy loss is the same as with both tasks at x1), and each task's statistics
+    move to its own targets' moments (a first update: the batch's own)."""
+    task = np.tile(np.array([0, 0, 1, 1], np.int32), (T + 1, 1))
+    scale = np.where(task == 1, 100.0, 1.0).astype(np.float32)
+    results = []
+    for rewards_scale in (scale, np.ones_like(scale)):
+        learner, core, space = make_learner(0, reward_clipping='none', popart_step_size=1.0,
+                                            num_tasks=2)
+        if results:
+            for mine, theirs in zip(core.trainable_variables, results[0][3]):
+                mine.assign(theirs)
+        head = core.parts.baseline_head
+        head.b.assign(head.b * 0.0)  # values 0 at first, whatever the task's scale
+        stats = (np.array([2.0, 2.0 * rewards_scale[0, 2]]),
+                 np.array([3.0, 3.0 * rewards_scale[0, 2]]))
+        head.mean.assign(stats[0])
+        head.second_moment.assign(stats[1] ** 2 + stats[0] ** 2)
+        batch = make_batch(core, space, num_replayed=0)
+        steps = batch.sequence.steps
+        steps = steps._replace(task=task, reward=steps.reward * rewards_scale)
+        out, _ = core.unroll(CoreInputs(steps.observation, steps.prev_action, steps.prev_reward,
+                                        steps.first, steps.task), batch.sequence.core_state)
+        v = out.baseline.numpy()
+        vs = _numpy_discounted_returns(steps.reward[:-1], 0.99 * steps.discount[:-1], v[-1])
+        mu, sigma = stats[0][task[:-1]], stats[1][task[:-1]]
+        expected = 0.5 * np.sum(((vs - mu) / sigma - (v[:-1] - mu) / sigma) ** 2)
+        weights = [x.numpy() for x in core.trainable_variables]
+        metrics = learner.step(Batch(trajectory.Sequence(steps, batch.sequence.core_state),
+                                     batch.replayed))
+        results.append((metrics, expected, vs, weights))
+    (metrics, expected, vs, _), (unscaled, _, _, _) = results
+    np.testing.assert_allclose(metrics['loss/baseline'].numpy(), expected, rtol=1e-4)
+    for name in ('loss/baseline', 'loss/policy_gradient'):
+        np.testing.assert_allclose(metrics[name].numpy(), unscaled[name].numpy(), rtol=1e-3,
+                                   atol=1e-6, err_msg=name)
+    for k, columns in ((0, slice(0, 2)), (1, slice(2, 4))):
+        np.testing.assert_allclose(metrics[f'popart/task{k}/mean'].numpy(),
+                                   vs[:, columns].mean(), rtol=1e-4)
+        np.testing.assert_allclose(metrics[f'popart/task{k}/std'].numpy(),
+                                   vs[:, columns].std(), rtol=1e-3)
+    assert float(metrics['popart/mean']) == float(metrics['popart/task0/mean'])
 
 
 def test_popart_learns_the_same_update_at_any_reward_scale():

@@ -86,6 +86,13 @@ def test_a_task_sequence_run_writes_continual_csv_and_forgetting(tmp_path):
     assert on_disk['mean_forgetting'] == continual.mean_forgetting(expected)
     assert summary['env_steps'] >= 1200
     assert os.path.exists(logdir / 'checkpoints')
+    # One value output and set of PopArt statistics per task, each moved by its own
+    # task's steps: CartPole pays +1 a step, Acrobot -1.
+    with open(logdir / 'progress.csv') as f:
+        last = list(csv.DictReader(f))[-1]
+    assert float(last['popart/task0/mean']) > 1.0, last
+    assert float(last['popart/task1/mean']) < -1.0, last
+    assert json.loads((logdir / 'run_config.json').read_text())['config']['num_tasks'] == 2
 
 
 def test_a_bad_task_sequence_is_one_error_line(run_cli):

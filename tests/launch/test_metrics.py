@@ -80,7 +80,8 @@ def fake_batch(first, discrete, continuous) -> Batch:
     action = (tf.constant(discrete, tf.int32), tf.constant(continuous, tf.float32))
     steps = Step(observation=zeros, action=action, reward=zeros, discount=zeros,
                  first=tf.constant(first), prev_action=action, prev_reward=zeros,
-                 behaviour_params=action, behaviour_log_prob=zeros, behaviour_baseline=zeros)
+                 behaviour_params=action, behaviour_log_prob=zeros, behaviour_baseline=zeros,
+                 task=tf.zeros([L, B], tf.int32))
     return Batch(Sequence(steps, ()), tf.zeros([B], tf.bool))
 
 

@@ -255,8 +255,8 @@ def test_a_part_of_another_type_is_refused_by_name():
     class ScaledBaseline(BaselineHead):
         """A subclass may compute something else: the mirror must not assume it does not."""
 
-        def __call__(self, features):
-            return 2.0 * super().__call__(features)
+        def __call__(self, features, task=None):
+            return 2.0 * super().__call__(features, task)
 
     core, space = build(CONFIGS['discrete'][0], 4)
     core._baseline_head = ScaledBaseline()

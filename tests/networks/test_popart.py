@@ -122,3 +122,82 @@ def test_the_core_and_its_numpy_mirror_give_values_in_the_rewards_units():
     mirror = NumpyCore(core, core.action_space, seed=0)
     baseline = mirror.step(obs, prev_action, prev_reward, first, mirror.initial_state(5))[3]
     np.testing.assert_allclose(baseline, out.baseline.numpy(), rtol=1e-4)
+
+
+def test_per_group_counts_average_a_group_met_late_exactly():
+    """Tasks: a group whose first targets come after many batches of another's is
+    averaged exactly at first (its own count), not moved by `step_size` from (0, 1)."""
+    mean, second, count = tf.zeros([2]), tf.ones([2]), tf.zeros([2])
+    only_first = np.array([[1.0, 0.0]] * 4, np.float32)
+    for _ in range(50):
+        mean, second, count = popart.updated_moments(
+            mean, second, count, np.full([4, 2], 3.0, np.float32), only_first, 1e-3)
+    np.testing.assert_allclose(count.numpy(), [50.0, 0.0])
+    np.testing.assert_allclose(mean.numpy(), [3.0, 0.0], rtol=1e-5)
+    targets = np.array([[0.0, 400.0], [0.0, 600.0]], np.float32)
+    mean, second, count = popart.updated_moments(
+        mean, second, count, targets, np.array([[0.0, 1.0]] * 2, np.float32), 1e-3)
+    np.testing.assert_allclose(mean.numpy(), [3.0, 500.0], rtol=1e-5)
+    np.testing.assert_allclose(popart.std_from_moments(mean, second).numpy()[1], 100.0,
+                               rtol=1e-3)
+    np.testing.assert_allclose(count.numpy(), [50.0, 1.0])
+
+
+def test_a_head_per_task_keeps_each_tasks_scale_and_values():
+    """One output and set of statistics per task: a task-1 update rescales task 1's
+    output only; every unnormalised value, of either task, is preserved; `normalize`
+    and `std` with a group put each value in its own task's units."""
+    core = _core(num_tasks=2)
+    head = core.parts.baseline_head
+    rng = np.random.default_rng(4)
+    features = tf.constant(rng.normal(size=(6, 4)), tf.float32)
+    task = tf.constant([0, 1, 0, 1, 1, 0])
+    before = head(features, task).numpy()
+    both_before = [head(features, tf.fill([6], k)).numpy() for k in (0, 1)]
+    targets = rng.normal(1000.0, 100.0, (32, 1)).astype(np.float32)
+    head.update(np.tile(targets, [1, 2]), np.tile([[0.0, 1.0]], [32, 1]))
+    mean, std = head.statistics()
+    assert mean[0].numpy() == 0.0 and std[0].numpy() == 1.0  # task 0 untouched
+    np.testing.assert_allclose(mean[1].numpy(), targets.mean(), rtol=1e-4)
+    np.testing.assert_allclose(head(features, task).numpy(), before, atol=1e-2)
+    for k in (0, 1):
+        np.testing.assert_allclose(head(features, tf.fill([6], k)).numpy(), both_before[k],
+                                   atol=1e-2)
+    values = tf.constant([1000.0, 1000.0])
+    np.testing.assert_allclose(head.normalize(values, tf.constant([0, 1])).numpy(),
+                               [1000.0, (1000.0 - mean[1].numpy()) / std[1].numpy()], rtol=1e-5)
+    np.testing.assert_allclose(head.std(tf.constant([1, 0])).numpy(), [std[1], 1.0])
+    metrics = popart.task_metrics(head)
+    assert sorted(metrics) == sorted(popart.task_metric_names(2))
+    assert float(metrics['popart/task1/mean']) == float(mean[1])
+
+
+def test_the_core_picks_each_rows_task_value_as_its_numpy_mirror_does():
+    core = _core(num_tasks=3)
+    head = core.parts.baseline_head
+    for k, scale in enumerate((1.0, 100.0, -50.0)):
+        head.update(np.tile(np.linspace(0.0, scale, 8, dtype=np.float32)[:, None], [1, 3]),
+                    np.eye(3, dtype=np.float32)[[k] * 8])
+    head.b.assign([0.5, 1.0, -2.0])  # as learning would: each task's values its own
+    rng = np.random.default_rng(5)
+    T, B = 4, 3
+    obs = rng.uniform(-1, 1, (T, B, 3)).astype(np.float32)
+    task = rng.integers(0, 3, (T, B)).astype(np.int32)
+    inputs = CoreInputs(obs, (np.zeros([T, B], np.int32),), np.zeros([T, B], np.float32),
+                        np.zeros([T, B], bool), task)
+    out, _ = core.unroll(inputs, core.initial_state(B))
+    every = [core.unroll(inputs._replace(task=np.full([T, B], k, np.int32)),
+                         core.initial_state(B))[0].baseline.numpy() for k in range(3)]
+    np.testing.assert_allclose(out.baseline.numpy(),
+                               np.choose(task, every), rtol=1e-6)
+    assert np.abs(every[1] - every[0]).max() > 1.0  # the tasks' values differ
+    # Without a task, the first task's value (an exported policy's, say).
+    np.testing.assert_allclose(core.unroll(inputs._replace(task=()), core.initial_state(B))[0]
+                               .baseline.numpy(), every[0], rtol=1e-6)
+    mirror = NumpyCore(core, core.action_space, seed=0)
+    state = mirror.initial_state(B)
+    for t in range(T):
+        *_, baseline, state = mirror.step(obs[t], (np.zeros(B, np.int32),),
+                                          np.zeros(B, np.float32), np.zeros(B, bool), state,
+                                          task[t])
+        np.testing.assert_allclose(baseline, out.baseline.numpy()[t], rtol=1e-4, atol=1e-4)

@@ -51,7 +51,8 @@ def _step(b, t):
         prev_reward=np.float32(100 * b + t - 1),
         behaviour_params=(np.array([b, t], np.float32),),
         behaviour_log_prob=np.float32(-t / 4.0),
-        behaviour_baseline=np.float32(b + t / 8.0))
+        behaviour_baseline=np.float32(b + t / 8.0),
+        task=np.int32(t % 2))
 
 
 def _state(b, t):

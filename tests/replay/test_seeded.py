@@ -34,7 +34,7 @@ def _steps(t):
         discount=zeros + 1, first=np.full(NUM_ENVS, t == 0), prev_action=(np.zeros(
             NUM_ENVS, np.int32),), prev_reward=zeros,
         behaviour_params=(np.zeros([NUM_ENVS, 2], np.float32),), behaviour_log_prob=zeros,
-        behaviour_baseline=zeros)
+        behaviour_baseline=zeros, task=np.zeros([NUM_ENVS], np.int32))
 
 
 class Tables:

@@ -63,7 +63,8 @@ def _step_value(b, t, first=None):
         behaviour_params=(np.full([4], b + 0.5 * t, np.float32),
                           np.arange(4, dtype=np.float32) * (t + 1) + b),
         behaviour_log_prob=np.float32(-(b + t) / 8.0),
-        behaviour_baseline=np.float32(b * 7 + t / 4.0))
+        behaviour_baseline=np.float32(b * 7 + t / 4.0),
+        task=np.int32(b + t))
 
 
 def _state_value(b, t):

@@ -19,8 +19,9 @@ def test_every_environment_switches_to_the_next_task_at_the_boundary():
         before = envs.env_steps
         mask = observations[ACTION_MASK]
         actions = np.array([rng.choice(np.flatnonzero(m)) for m in mask])
-        observations, _, terminated, truncated, _ = envs.step(actions)
+        observations, _, terminated, truncated, info = envs.step(actions)
         real = ~autoreset
+
         assert envs.env_steps - before == real.sum()  # reset steps do not count
         if before >= steps_per_task and not crossed:
             # The first step after the boundary: every running episode is cut short there
@@ -33,10 +34,13 @@ def test_every_environment_switches_to_the_next_task_at_the_boundary():
             assert envs.current_task == 'Acrobot-v1'
             np.testing.assert_array_equal(observations['observation'][:, :4], 0.0)
             np.testing.assert_array_equal(observations[ACTION_MASK], 1)
+            # Each observation's task, for the run's bookkeeping (not the agent's input).
+            np.testing.assert_array_equal(info[task_sequence.TASK], 1)
         if not crossed:  # the step that reaches the boundary is still in the first task
             assert before < steps_per_task
             np.testing.assert_array_equal(observations['observation'][:, 4:], 0.0)
             np.testing.assert_array_equal(observations[ACTION_MASK][:, 2], 0)
+            np.testing.assert_array_equal(info[task_sequence.TASK], 0)
         autoreset = terminated | truncated
     assert crossed and envs.visit == 1
     envs.close()
