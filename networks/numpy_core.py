@@ -385,9 +385,9 @@ class _BaselineMirror:
 
     def __call__(self, x: np.ndarray, task: Optional[np.ndarray] = None) -> np.ndarray:
         """features `[B, H]` -> `[B]`, in the reward's units: each row's task's value
-        (`task` `[B]`; None: task 0)."""
+        (`task` `[B]`; None, or a head shared by all tasks: its one output)."""
         values = (x @ self._w + self._b) * self._std + self._mean  # [B, tasks]
-        if task is None:
+        if task is None or values.shape[1] == 1:
             return values[:, 0]
         return np.take_along_axis(values, np.asarray(task, np.int64)[:, None], 1)[:, 0]
 

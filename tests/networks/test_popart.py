@@ -122,6 +122,14 @@ def test_the_core_and_its_numpy_mirror_give_values_in_the_rewards_units():
     mirror = NumpyCore(core, core.action_space, seed=0)
     baseline = mirror.step(obs, prev_action, prev_reward, first, mirror.initial_state(5))[3]
     np.testing.assert_allclose(baseline, out.baseline.numpy(), rtol=1e-4)
+    # One output shared by every task (`--num_tasks=1` in a sequence): the task is ignored.
+    tasks = np.arange(5, dtype=np.int32)
+    out_tasks, _ = core(CoreInputs(obs, prev_action, prev_reward, first, tasks),
+                        core.initial_state(5))
+    np.testing.assert_array_equal(out_tasks.baseline.numpy(), out.baseline.numpy())
+    np.testing.assert_array_equal(
+        mirror.step(obs, prev_action, prev_reward, first, mirror.initial_state(5), tasks)[3],
+        baseline)
 
 
 def test_per_group_counts_average_a_group_met_late_exactly():
