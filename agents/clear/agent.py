@@ -49,8 +49,9 @@ class CLEAR(contract.Agent):
         return CLEARLearner(make_core(), action_space, config)
 
     def for_tasks(self, config: CLEARConfig, num_tasks: int) -> CLEARConfig:
-        if config.num_tasks == 0:
-            return configs.replace(config, num_tasks=num_tasks)
+        if config.num_tasks == 0:  # per task with PopArt's statistics to keep apart
+            return configs.replace(config, num_tasks=num_tasks
+                                   if config.value_normalization == 'popart' else 1)
         if config.num_tasks not in (1, num_tasks):
             raise ValueError(f'num_tasks={config.num_tasks}: give 0 (one value output per '
                              f'task), 1 (one for all) or the number of tasks ({num_tasks})')

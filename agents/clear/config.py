@@ -44,7 +44,7 @@ class CLEARConfig:
     popart_step_size: float = field(3e-4, configs.POPART_STEP_DOC)
     num_tasks: int = field(
         0, "the baseline's outputs, each with its own PopArt statistics: 0 = one per task of "
-        "--tasks (PopArt's multi-task form; one outside a sequence), 1 = one for all tasks")
+        "--tasks with PopArt (its multi-task form), else one; 1 = one for all tasks")
     # Loss weights.
     baseline_cost: float = field(0.5, 'weight of 0.5 * (vs - V)^2')
     entropy_cost: float = field(0.01, 'weight of the entropy bonus')

@@ -6,7 +6,9 @@ import os
 
 import pytest
 
-from reverb_agents.launch import continual, inprocess, run_files
+from reverb_agents.agents.clear.config import CLEARConfig
+from reverb_agents.launch import continual, environments, inprocess, run_files, setup
+from reverb_agents.launch.options import RunOptions
 from tests.launch.test_run import SMALL_CONFIG, SMALL_FLAGS, small_options
 
 HAND_WRITTEN = """env_steps,task,return_mean,return_std
@@ -102,3 +104,14 @@ def test_a_bad_task_sequence_is_one_error_line(run_cli):
     assert result.returncode == 1, result.stderr[-2000:]
     assert len(result.errors) == 1 and 'NoSuchEnv-v0' in result.errors[0], result.stderr[-2000:]
     assert 'Traceback' not in result.stderr
+
+
+def test_clear_gets_one_value_output_per_task_with_popart():
+    sequence = RunOptions(agent='clear', env='CartPole-v1,Acrobot-v1', steps_per_task=10)
+    assert setup.resolve_config(sequence, CLEARConfig()).num_tasks == 2
+    assert setup.resolve_config(sequence, CLEARConfig(num_tasks=1)).num_tasks == 1
+    assert setup.resolve_config(sequence, CLEARConfig(value_normalization='none')).num_tasks == 1
+    assert setup.resolve_config(RunOptions(agent='clear', env='CartPole-v1'),
+                                CLEARConfig()).num_tasks == 1
+    with pytest.raises(environments.EnvironmentSetupError, match='num_tasks=3: give 0'):
+        setup.resolve_config(sequence, CLEARConfig(num_tasks=3))
