@@ -38,6 +38,8 @@ VALUE_NORMALIZATIONS = ('popart', 'none')
 VALUE_NORMALIZATION_DOC = ("'popart': value heads learned in normalised units with running "
                            "target statistics (networks/popart.py), so no reward scale needs "
                            "tuning; 'none': in the reward's units (the seeds)")
+NUM_TASKS_DOC = ("the value outputs, each with its own PopArt statistics: 0 = one per task of "
+                 "--tasks with PopArt (its multi-task form), else one; 1 = one for all tasks")
 POPART_STEP_DOC = "PopArt's statistics step size (beta; exact averages for the first 1/beta steps)"
 
 
@@ -55,17 +57,32 @@ def normalizes(normalize: bool, observation_space: Any) -> bool:
 
 def normalization_options(config: Any, observation_space: Any) -> Dict[str, Any]:
     """`ActorCriticCore`'s keyword arguments for a config's `normalize`,
-    `value_normalization` and `popart_step_size` (CLEAR's and ACER's)."""
+    `value_normalization`, `popart_step_size` and `num_tasks` (CLEAR's and ACER's)."""
     return dict(normalize_observations=normalizes(config.normalize, observation_space),
                 value_normalization=config.value_normalization == 'popart',
-                popart_step_size=config.popart_step_size)
+                popart_step_size=config.popart_step_size, num_tasks=max(1, config.num_tasks))
 
 
 def check_value_normalization(config: Any) -> None:
-    """`value_normalization` is a known mode and `popart_step_size` in (0, 1]."""
+    """`value_normalization` is a known mode, `popart_step_size` in (0, 1] and
+    `num_tasks` >= 0."""
     require_choice('value_normalization', config.value_normalization, VALUE_NORMALIZATIONS)
     require(0.0 < config.popart_step_size <= 1.0,
             f'popart_step_size must be in (0, 1], got {config.popart_step_size}')
+    require(config.num_tasks >= 0, f'num_tasks must be >= 0, got {config.num_tasks}')
+
+
+def for_tasks(config: Any, num_tasks: int) -> Any:
+    """A config with `num_tasks` for a run over `num_tasks` tasks (CLEAR's and ACER's
+    `Agent.for_tasks`): 0 becomes one per task with PopArt, else 1; 1 and the run's
+    number stay; any other value is a ValueError (one line)."""
+    if config.num_tasks == 0:  # per task where PopArt has statistics to keep apart
+        return replace(config, num_tasks=num_tasks
+                       if config.value_normalization == 'popart' else 1)
+    if config.num_tasks not in (1, num_tasks):
+        raise ValueError(f'num_tasks={config.num_tasks}: give 0 (one value output per '
+                         f'task), 1 (one for all) or the number of tasks ({num_tasks})')
+    return config
 TORSO_DOC = ("'auto' (by the observation: mlp, minatar under 36x36 images, else nature_cnn), "
              "'mlp', 'nature_cnn' ('nature'), 'impala_resnet' ('impala'), 'simple' (ML-Agents) "
              "or 'minatar' (the MinAtar paper's conv 16 3x3)")

@@ -225,28 +225,57 @@ class BaselineHead(PopArtLinear):
 
 class QHead(PopArtLinear):
     """Features `[N, H]` -> one value per discrete action `[N, num_values]` (ACER), in
-    the reward's units; with `normalized`, one set of PopArt statistics for all."""
+    the reward's units; with `normalized`, one set of PopArt statistics for all.
+
+    `num_tasks > 1`: a block of `num_values` outputs per task, each block with its own
+    statistics; a row's values are its task's block (`task` `[N]`, None: task 0).
+    """
 
     def __init__(self, num_values: int, normalized: bool = False,
-                 popart_step_size: float = 3e-4, name: str = 'q_head'):
-        super().__init__(num_values, normalized=normalized, step_size=popart_step_size,
-                         name=name)
+                 popart_step_size: float = 3e-4, num_tasks: int = 1, name: str = 'q_head'):
+        if num_tasks < 1:
+            raise ValueError(f'num_tasks must be >= 1, got {num_tasks}')
+        super().__init__(num_values * num_tasks, normalized=normalized, groups=num_tasks,
+                         step_size=popart_step_size, count_per_group=num_tasks > 1, name=name)
+        self.num_values = num_values
+
+    def _task_block(self, values: tf.Tensor, task: Optional[tf.Tensor]) -> tf.Tensor:
+        """`[N, num_tasks * num_values]` -> each row's task's values `[N, num_values]`."""
+        if self.groups == 1:
+            return values
+        values = tf.reshape(values, [-1, self.groups, self.num_values])
+        if task is None:
+            return values[:, 0]
+        return tf.gather(values, tf.cast(task, tf.int32), axis=1, batch_dims=1)
+
+    def __call__(self, features: tf.Tensor, task: Optional[tf.Tensor] = None) -> tf.Tensor:
+        return self._task_block(super().__call__(features), task)
+
+    def normalized(self, features: tf.Tensor, task: Optional[tf.Tensor] = None) -> tf.Tensor:
+        """features `[N, H]` -> the normalised values `[N, num_values]`."""
+        return self._task_block(super().normalized(features), task)
 
 
 class AdvantageHead(snt.nets.MLP):
     """A(x, a) of a stochastic dueling network (ACER, continuous actions):
-    features `[N, H]`, action `[N, d]` -> `[N]`."""
+    features `[N, H]`, action `[N, d]` -> `[N]`. `num_tasks > 1`: one output per task
+    (each scaled by its task's sigma), a row's being its task's (`task` `[N]`)."""
 
-    def __init__(self, hidden_sizes: Sequence[int], name: str = 'advantage_head'):
-        super().__init__(list(hidden_sizes) + [1], name=name)
+    def __init__(self, hidden_sizes: Sequence[int], num_tasks: int = 1,
+                 name: str = 'advantage_head'):
+        super().__init__(list(hidden_sizes) + [num_tasks], name=name)
 
     @property
     def output_layer(self) -> snt.Linear:
         """The last linear layer (PopArt rescales it with the value's sigma)."""
         return self._layers[-1]
 
-    def __call__(self, features: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
-        return tf.squeeze(super().__call__(tf.concat([features, action], -1)), -1)
+    def __call__(self, features: tf.Tensor, action: tf.Tensor,
+                 task: Optional[tf.Tensor] = None) -> tf.Tensor:
+        out = super().__call__(tf.concat([features, action], -1))  # [N, num_tasks]
+        if task is None or out.shape[-1] == 1:
+            return out[:, 0]
+        return tf.gather(out, tf.cast(task, tf.int32), axis=1, batch_dims=1)
 
 
 class SoftQPolicySpec(NamedTuple):
@@ -347,9 +376,9 @@ class ActorCriticCore(snt.RNNCore):
         advantage head. `value_normalization` learns the baseline and Q heads with
         PopArt (`networks.popart`, statistics moving by `popart_step_size`); their
         outputs stay in the reward's units, and the advantage head's output is
-        scaled by the baseline's sigma. `num_tasks > 1` gives the baseline one
-        output and one set of statistics per task (`BaselineHead`), chosen by
-        `CoreInputs.task`."""
+        scaled by the baseline's sigma. `num_tasks > 1` gives the baseline, the Q
+        head and the advantage head one output (block) and one set of statistics
+        per task, chosen by `CoreInputs.task`."""
         super().__init__(name=name)
         if soft_q_policy is not None and (lstm_size or condition_on_previous or baseline
                                           or num_q_values or advantage_hidden_sizes is not None):
@@ -394,10 +423,10 @@ class ActorCriticCore(snt.RNNCore):
         self._policy_head = PolicyHead(action_space) if soft_q_policy is None else soft_q_head
         self._baseline_head = (BaselineHead(value_normalization, popart_step_size, num_tasks)
                                if baseline else None)
-        self._q_head = (QHead(num_q_values, value_normalization, popart_step_size)
+        self._q_head = (QHead(num_q_values, value_normalization, popart_step_size, num_tasks)
                         if num_q_values else None)
         self._advantage_net = (None if advantage_hidden_sizes is None
-                               else AdvantageHead(advantage_hidden_sizes))
+                               else AdvantageHead(advantage_hidden_sizes, num_tasks))
 
     @property
     def parts(self) -> CoreParts:
@@ -476,22 +505,26 @@ class ActorCriticCore(snt.RNNCore):
         params = self._policy_head(x)
         if mask is not None:
             params = self._action_space.mask_params(params, tf.cast(mask, tf.float32))
-        q_values = self._q_head(x) if self._q_head is not None else tf.zeros([batch, 0])
-        baseline = (self._baseline_head(x, None if isinstance(task, tuple) else task)
-                    if self._baseline_head is not None
+        task = None if isinstance(task, tuple) else task
+        q_values = self._q_head(x, task) if self._q_head is not None else tf.zeros([batch, 0])
+        baseline = (self._baseline_head(x, task) if self._baseline_head is not None
                     else tf.zeros([batch], tf.float32))
         return AgentOutput(params, baseline, q_values, x)
 
-    def advantage(self, features: tf.Tensor, action: tf.Tensor) -> tf.Tensor:
+    def advantage(self, features: tf.Tensor, action: tf.Tensor,
+                  task: Optional[tf.Tensor] = None) -> tf.Tensor:
         """A(x, a) of a stochastic dueling network (ACER, continuous actions).
 
-        features `[N, H]` (`AgentOutput.features`), action `[N, d]` -> `[N]`.
+        features `[N, H]` (`AgentOutput.features`), action `[N, d]`, task `[N]` (None:
+        task 0) -> `[N]`.
         """
         if self._advantage_net is None:
             raise ValueError('this core was built without an advantage head')
-        advantage = self._advantage_net(features, action)
-        if self._baseline_head is not None and self._baseline_head.normalized_output:
-            advantage *= self._baseline_head.std()  # in the value's units
+        head = self._baseline_head
+        group = None if task is None or head is None else head.group_of(task)
+        advantage = self._advantage_net(features, action, group)
+        if head is not None and head.normalized_output:
+            advantage *= head.std(group)  # in the value's units
         return advantage
 
     def __call__(self, inputs: CoreInputs, prev_state: Any) -> Tuple[AgentOutput, Any]:

@@ -84,7 +84,8 @@ def rescaled(w: tf.Tensor, b: tf.Tensor, old_mean: tf.Tensor, old_std: tf.Tensor
 
 class PopArtLinear(snt.Linear):
     """A linear value output `[N, H] -> [N, O]` with PopArt statistics over `groups`
-    groups of outputs (1: one shared by all outputs; O: one per output).
+    groups of outputs, each a block of O / groups consecutive outputs (1: one shared
+    by all outputs; O: one per output; a task's block of a Q head's actions).
 
     `__call__` gives unnormalised values, `normalized` the layer's own output;
     `update(targets, mask)` merges a batch of unnormalised targets into the
@@ -97,8 +98,8 @@ class PopArtLinear(snt.Linear):
                  step_size: float = 3e-4, w_init: Optional[snt.initializers.Initializer] = None,
                  count_per_group: bool = False, name: Optional[str] = None):
         super().__init__(output_size, w_init=w_init, name=name)
-        if groups not in (1, output_size):
-            raise ValueError(f'PopArt groups must be 1 or the output size {output_size}, '
+        if groups < 1 or output_size % groups:
+            raise ValueError(f'PopArt groups must divide the output size {output_size}, '
                              f'got {groups}')
         if not 0.0 < step_size <= 1.0:
             raise ValueError(f'PopArt step_size must be in (0, 1], got {step_size}')
@@ -125,8 +126,13 @@ class PopArtLinear(snt.Linear):
         return dict(zip(METRICS, (mean[0], std[0])))
 
     def _per_output(self, x: tf.Tensor) -> tf.Tensor:
-        """A group statistic `[G]` broadcast to the outputs `[O]`."""
-        return tf.broadcast_to(x, [self.output_size])
+        """A group statistic `[G]` repeated over its block of outputs: `[O]`."""
+        return tf.repeat(x, self.output_size // self.groups)
+
+    def group_of(self, task: tf.Tensor) -> Optional[tf.Tensor]:
+        """The group of each entry of `task` (any shape) for `normalize` and `std`: the
+        task itself with one group per task, None (the one group) otherwise."""
+        return task if self.groups > 1 else None
 
     def normalized(self, features: tf.Tensor) -> tf.Tensor:
         """features `[N, H]` -> the normalised output `[N, O]`."""
@@ -175,6 +181,19 @@ class PopArtLinear(snt.Linear):
         self.mean.assign(mean)
         self.second_moment.assign(second)
         self.count.assign(count)
+
+
+def update_by_task(layer: PopArtLinear, targets: tf.Tensor, mask: tf.Tensor,
+                   task: tf.Tensor) -> None:
+    """Merges a batch of targets `[T, B]` (valid where `mask` `[T, B]` is 1) into `layer`'s
+    statistics: all into its one group, or each into the group of its task (`task`
+    `[T, B]`) when the layer has one group per task."""
+    groups = layer.groups
+    targets, mask = tf.reshape(targets, [-1, 1]), tf.reshape(mask, [-1, 1])
+    if groups > 1:  # every target offered to every group, valid in its task's only
+        targets = tf.tile(targets, [1, groups])
+        mask = mask * tf.one_hot(tf.reshape(task, [-1]), groups)
+    layer.update(targets, mask)
 
 
 def task_metric_names(num_tasks: int) -> Tuple[str, ...]:

@@ -7,7 +7,7 @@ from reverb_agents.agents.acer.config import ACERConfig
 from reverb_agents.agents.acer.learning import METRICS, ACERLearner
 from reverb_agents.networks.cores import ActorCriticCore
 from reverb_agents.networks.distributions import ActionSpace, UnsupportedSpaceError
-from reverb_agents.networks.popart import METRICS as POPART_METRICS
+from reverb_agents.networks.popart import METRICS as POPART_METRICS, task_metric_names
 
 
 class ACER(contract.Agent):
@@ -57,10 +57,14 @@ class ACER(contract.Agent):
         return ActorCriticCore(observation_space, action_space,
                                advantage_hidden_sizes=config.advantage_hidden_sizes, **common)
 
+    def for_tasks(self, config: ACERConfig, num_tasks: int) -> ACERConfig:
+        return configs.for_tasks(config, num_tasks)
+
     def build_learner(self, make_core: Callable[[], ActorCriticCore], action_space: ActionSpace,
                       config: ACERConfig) -> ACERLearner:
         return ACERLearner(make_core(), action_space, config, make_core)
 
     def metric_names(self, config: ACERConfig, action_space: ActionSpace) -> Tuple[str, ...]:
-        return (METRICS + (POPART_METRICS if config.value_normalization == 'popart' else ())
+        return (METRICS + (POPART_METRICS + task_metric_names(config.num_tasks)
+                           if config.value_normalization == 'popart' else ())
                 + config.replay.metric_names() + config.prior.metric_names())

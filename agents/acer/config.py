@@ -42,6 +42,7 @@ class ACERConfig:
         'loss (and the continuous V target) always regress on Retrace Q_ret')
     value_normalization: str = field('popart', configs.VALUE_NORMALIZATION_DOC)
     popart_step_size: float = field(3e-4, configs.POPART_STEP_DOC)
+    num_tasks: int = field(0, configs.NUM_TASKS_DOC)
     # Losses.
     pi_loss_coef: float = field(1.0, 'weight of the policy loss, entropy bonus included')
     Q_loss_coef: float = field(0.5, 'weight of 0.5 * (Q_ret - Q)^2')

@@ -29,7 +29,9 @@ or replayed; the schedule is declared in `agents/acer/agent.py`):
   by the same sigma) is learned in normalised units: Retrace runs on
   unnormalised values, the Q and V losses and the policy's advantages are
   divided by sigma, and Q_ret then moves the statistics (the heads are
-  rescaled so their outputs do not change);
+  rescaled so their outputs do not change); in a task sequence (`num_tasks >
+  1`) each task has its own outputs and statistics, and each step is in its
+  task's units (`Step.task`);
 - rewards are scaled, then clipped (`agents.returns.transform_rewards`;
   the defaults leave them unchanged, as chainerrl does);
 - placeholder steps (an episode's final observation, see `replay.trajectory`)
@@ -47,7 +49,7 @@ from reverb_agents.agents.returns import transform_rewards
 from reverb_agents.agents.learner_base import LearnerBase
 from reverb_agents.networks.cores import ActorCriticCore, AgentOutput, CoreInputs
 from reverb_agents.networks.distributions import ActionSpace
-from reverb_agents.networks.popart import scale_layer
+from reverb_agents.networks.popart import scale_layer, task_metrics, update_by_task
 from reverb_agents.replay import trajectory
 from reverb_agents.replay.dataset import Batch
 
@@ -83,18 +85,19 @@ class ACERLearner(LearnerBase):
         # The head PopArt normalises: Q(x, .) when discrete, the SDN's V otherwise.
         self._value_head = parts.q_head if self._discrete else parts.baseline_head
 
-    def _update_statistics(self, q_ret_t: tf.Tensor, mask_t: tf.Tensor) -> Dict[str, tf.Tensor]:
+    def _update_statistics(self, q_ret_t: tf.Tensor, mask_t: tf.Tensor,
+                           task_t: tf.Tensor) -> Dict[str, tf.Tensor]:
         """PopArt: Q_ret `[T, B]` of the valid steps `mask_t` moves the value head's
-        statistics (the SDN's advantage head is rescaled with it); returns the
-        metrics (none without normalisation)."""
+        statistics, each step its task's (`task_t` `[T, B]`; the SDN's advantage head is
+        rescaled with them); returns the metrics (none without normalisation)."""
         head = self._value_head
         if not head.normalized_output:
             return {}
         old_std = head.std()
-        head.update(tf.reshape(q_ret_t, [-1, 1]), tf.reshape(mask_t, [-1, 1]))
+        update_by_task(head, q_ret_t, mask_t, task_t)
         if not self._discrete:  # A(x, a) = sigma * net(x, a): keep sigma * net fixed
             scale_layer(self.core.parts.advantage_head.output_layer, old_std / head.std())
-        return head.metrics()
+        return {**head.metrics(), **task_metrics(head)}
 
     def _average_state(self, batch: Batch):
         """The average network's core state at the sequences' first step (`[B, ...]`
@@ -164,13 +167,20 @@ class ACERLearner(LearnerBase):
         q_ret_t = losses.retrace_targets(
             r_t, discount_t, tf.stop_gradient(q_t), tf.stop_gradient(v_t),
             tf.stop_gradient(bootstrap_value), trace_t)
-        normalize, std = self._value_head.normalize, self._value_head.std()
+        head = self._value_head
+        group = head.group_of(steps.task[:-1])  # [T, B], or None: one set of statistics
+        std = head.std(group)  # [T, B] or []
+
+        def normalize(values):
+            return head.normalize(values, group)
+
         value_loss = tf.reduce_sum(loss_mask_t * 0.5 * tf.square(normalize(q_ret_t)
                                                                  - normalize(q_t)))
         target_t = self._policy_target(q_ret_t, r_t, discount_t, q_t, v_t, bootstrap_value,
                                        mask_t)
         advantage_t = tf.stop_gradient((target_t - v_t) / std)
-        advantage_all_t = tf.stop_gradient((q_all_t - v_t[..., None]) / std)
+        advantage_all_t = tf.stop_gradient((q_all_t - v_t[..., None])
+                                           / (std if group is None else std[..., None]))
 
         def pi_loss_fn(phi):
             log_pi = tf.nn.log_softmax(phi)
@@ -200,10 +210,12 @@ class ACERLearner(LearnerBase):
         features_t = out.features[:-1]  # [T, B, H]
         shape_tb = tf.shape(v_t)
         flat_features = tf.reshape(features_t, [-1, features_t.shape[-1]])  # [T * B, H]
+        group = self._value_head.group_of(steps.task[:-1])  # [T, B], or None
+        flat_task = None if group is None else tf.reshape(group, [-1])
 
         def advantage(actions):  # [T, B, d] -> [T, B]
             flat = tf.reshape(actions, [-1, self._action_dim])
-            return tf.reshape(self.core.advantage(flat_features, flat), shape_tb)
+            return tf.reshape(self.core.advantage(flat_features, flat, flat_task), shape_tb)
 
         def sample():  # one action per step from the current policy, held fixed: [T, B, d]
             flat_stats = tf.reshape(stats_t, [-1, 2 * self._action_dim])
@@ -223,9 +235,10 @@ class ACERLearner(LearnerBase):
             r_t, discount_t, tf.stop_gradient(q_t), tf.stop_gradient(v_t),
             tf.stop_gradient(bootstrap_value), trace_t)
         v_target_t = tf.stop_gradient(tf.minimum(1.0, rho_t) * (q_ret_t - q_t) + v_t)
-        std = self._value_head.std()  # PopArt's sigma (1 without it): normalised losses
+        # PopArt's sigma (1 without it), [] or each step's task's [T, B]: normalised losses.
+        std = self._value_head.std(group)
         value_loss = tf.reduce_sum(loss_mask_t * 0.5 * (tf.square(q_ret_t - q_t)
-                                                   + tf.square(v_target_t - v_t))) / std ** 2
+                                                   + tf.square(v_target_t - v_t)) / std ** 2)
         # Bias correction with one action a' ~ pi.
         a_prime = sample()
         log_pi_prime = space.log_prob((stats_t,), (a_prime,))
@@ -260,7 +273,8 @@ class ACERLearner(LearnerBase):
     def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
         config = self.config
         steps = batch.sequence.steps  # [T + 1, B, ...]
-        inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first)
+        inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first,
+                            steps.task)
         mask_t = trajectory.valid_mask(steps.first)  # [T, B]
         weights = self.importance_weights(batch)  # [B]: 1 unless replay is prioritized
         loss_mask_t = mask_t * weights[None, :]
@@ -295,7 +309,7 @@ class ACERLearner(LearnerBase):
         variables = self.core.trainable_variables
         grad_norm = self._apply(tape.gradient(total, variables), variables, batch.replayed,
                                 tf.shape(mask_t)[0])
-        popart_metrics = self._update_statistics(info['q_ret_t'], mask_t)
+        popart_metrics = self._update_statistics(info['q_ret_t'], mask_t, steps.task[:-1])
         alpha = config.trust_region_alpha
         for average, variable in zip(self.average_core.variables, self.core.variables):
             average.assign(alpha * average + (1.0 - alpha) * variable)

@@ -41,7 +41,6 @@ class CLEAR(contract.Agent):
                                reward_transform=configs.reward_input(
                                    config.prev_reward_input, config.reward_scaling,
                                    config.reward_clipping),
-                               num_tasks=max(1, config.num_tasks),
                                **configs.normalization_options(config, observation_space))
 
     def build_learner(self, make_core: Callable[[], ActorCriticCore], action_space: ActionSpace,
@@ -49,13 +48,7 @@ class CLEAR(contract.Agent):
         return CLEARLearner(make_core(), action_space, config)
 
     def for_tasks(self, config: CLEARConfig, num_tasks: int) -> CLEARConfig:
-        if config.num_tasks == 0:  # per task with PopArt's statistics to keep apart
-            return configs.replace(config, num_tasks=num_tasks
-                                   if config.value_normalization == 'popart' else 1)
-        if config.num_tasks not in (1, num_tasks):
-            raise ValueError(f'num_tasks={config.num_tasks}: give 0 (one value output per '
-                             f'task), 1 (one for all) or the number of tasks ({num_tasks})')
-        return config
+        return configs.for_tasks(config, num_tasks)
 
     def demo_files(self, config: CLEARConfig) -> Tuple[str, ...]:
         return config.signals.demo_files

@@ -42,9 +42,7 @@ class CLEARConfig:
         'none', "clip the scaled reward: 'abs_one' (the seed's), 'soft_asymmetric' or 'none'")
     value_normalization: str = field('popart', configs.VALUE_NORMALIZATION_DOC)
     popart_step_size: float = field(3e-4, configs.POPART_STEP_DOC)
-    num_tasks: int = field(
-        0, "the baseline's outputs, each with its own PopArt statistics: 0 = one per task of "
-        "--tasks with PopArt (its multi-task form), else one; 1 = one for all tasks")
+    num_tasks: int = field(0, configs.NUM_TASKS_DOC)
     # Loss weights.
     baseline_cost: float = field(0.5, 'weight of 0.5 * (vs - V)^2')
     entropy_cost: float = field(0.01, 'weight of the entropy bonus')
@@ -89,7 +87,7 @@ class CLEARConfig:
                                configs.PREV_REWARD_INPUTS)
         configs.require_sizes('hidden_sizes', self.hidden_sizes)
         for name in ('reward_scaling', 'baseline_cost', 'entropy_cost', 'policy_cloning_cost',
-                     'value_cloning_cost', 'lstm_size', 'critic_pretrain_steps', 'num_tasks'):
+                     'value_cloning_cost', 'lstm_size', 'critic_pretrain_steps'):
             require(getattr(self, name) >= 0,
                     f'{name} must be >= 0 (a weight or a size), got {getattr(self, name)}')
         # split_batch is where replay_fraction's range is checked.

@@ -55,7 +55,7 @@ from reverb_agents.agents.clear.config import CLEARConfig
 from reverb_agents.agents.learner_base import LearnerBase
 from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
 from reverb_agents.networks.distributions import ActionSpace
-from reverb_agents.networks.popart import PopArtLinear, task_metrics
+from reverb_agents.networks.popart import PopArtLinear, task_metrics, update_by_task
 from reverb_agents.replay import trajectory
 from reverb_agents.replay.dataset import Batch
 
@@ -169,15 +169,11 @@ class CLEARLearner(LearnerBase):
                 'critic_pretrain/learning_rate': tf.identity(self.learning_rate),
                 **self._update_statistics(g_t, mask_t, steps.task[:-1])}
 
-    def _task_groups(self, task_t: tf.Tensor) -> Optional[tf.Tensor]:
-        """Each step's PopArt group `[T, B]`: its task with one output per task, else
-        None (the one group)."""
-        return task_t if self.core.parts.baseline_head.output_size > 1 else None
-
     def _normalizer(self, steps):
         """Unnormalised values `[T, B]` (steps `[T + 1, B]`) -> PopArt's normalised
         units, each step in its task's (the identity without normalisation)."""
-        head, group = self.core.parts.baseline_head, self._task_groups(steps.task[:-1])
+        head = self.core.parts.baseline_head
+        group = head.group_of(steps.task[:-1])
         return lambda values: head.normalize(values, group)
 
     def _update_statistics(self, vs_t: tf.Tensor, mask_t: tf.Tensor, task_t: tf.Tensor,
@@ -188,11 +184,7 @@ class CLEARLearner(LearnerBase):
         head = self.core.parts.baseline_head
         if not head.normalized_output:
             return {}
-        tasks = head.output_size
-        # [N, tasks]: every target offered to every task's group, valid in its own only.
-        head.update(tf.tile(tf.reshape(vs_t, [-1, 1]), [1, tasks]),
-                    tf.reshape(mask_t, [-1, 1]) * tf.one_hot(tf.reshape(task_t, [-1]), tasks)
-                    if tasks > 1 else tf.reshape(mask_t, [-1, 1]))
+        update_by_task(head, vs_t, mask_t, task_t)
         if signal_vs_t is not None:
             n = signal_vs_t.shape[-1]
             self.signal_values.update(
@@ -234,7 +226,7 @@ class CLEARLearner(LearnerBase):
             head = self.core.parts.baseline_head
             # Normalised units (PopArt; the identity without it), each step its task's.
             normalize = self._normalizer(steps)
-            pg_advantages = targets.pg_advantages / head.std(self._task_groups(steps.task[:-1]))
+            pg_advantages = targets.pg_advantages / head.std(head.group_of(steps.task[:-1]))
             baseline = tf.reduce_sum(loss_mask_t * losses.baseline_loss(
                 normalize(targets.vs), normalize(v_t)))
             if not config.signals.extrinsic_strength:

@@ -37,7 +37,8 @@ def make_learner(lstm_size=8, **config):
         # As the agent builds it: Q head, no value head (V = sum_a pi(a) Q(a)).
         core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(8,), lstm_size=lstm_size,
                                num_q_values=A, baseline=False,
-                               value_normalization=config.value_normalization == 'popart')
+                               value_normalization=config.value_normalization == 'popart',
+                               num_tasks=max(1, config.num_tasks))
         core.create_variables()
         return core
 
@@ -108,27 +109,33 @@ def test_q_values_fit_rewards_without_discounting():
 
 
 def _set_statistics(head, mean, std):
-    head.mean.assign([mean])
-    head.second_moment.assign([std ** 2 + mean ** 2])
+    head.mean.assign(np.broadcast_to(mean, [head.groups]))
+    head.second_moment.assign(np.broadcast_to(np.square(std) + np.square(mean), [head.groups]))
 
 
-def test_popart_learns_the_same_update_at_any_reward_scale():
+@pytest.mark.parametrize('num_tasks', [1, 2])
+def test_popart_learns_the_same_update_at_any_reward_scale(num_tasks):
     """Rewards x100 with the Q head's statistics x100: the same normalised Q loss and
-    policy loss, the same update of every trainable weight, statistics x100."""
+    policy loss, the same update of every trainable weight, statistics x100. With a
+    Q block per task, the same when only task 1's columns (and statistics) are x100."""
     results, weights = [], None
+    task = np.tile(np.array([0, 0, 1, 1], np.int32) if num_tasks == 2 else np.zeros(B, np.int32),
+                   (T + 1, 1))
     for scale in (1.0, 100.0):
-        learner, core, space = make_learner(0, learning_rate=1e-2)
+        learner, core, space = make_learner(0, learning_rate=1e-2, num_tasks=num_tasks)
         if weights is not None:
             for variable, value in zip(core.variables, weights):
                 variable.assign(value)
             for average, variable in zip(learner.average_core.variables, core.variables):
                 average.assign(variable)
         weights = [v.numpy() for v in core.variables]
-        _set_statistics(core.parts.q_head, 2.0 * scale, 3.0 * scale)
+        task_scale = np.array([1.0, scale])[-num_tasks:]  # x100: the last task's
+        _set_statistics(core.parts.q_head, 2.0 * task_scale, 3.0 * task_scale)
         batch = make_batch(core, space)
         steps = batch.sequence.steps
-        batch = batch._replace(sequence=batch.sequence._replace(
-            steps=steps._replace(reward=steps.reward * np.float32(scale))))
+        batch = batch._replace(sequence=batch.sequence._replace(steps=steps._replace(
+            reward=steps.reward * task_scale[task].astype(np.float32)
+            if num_tasks == 2 else steps.reward * np.float32(scale), task=task)))
         results.append((core, learner.step(batch)))
     (core_a, metrics_a), (core_b, metrics_b) = results
     for name in ('loss/q', 'loss/policy'):
@@ -136,39 +143,49 @@ def test_popart_learns_the_same_update_at_any_reward_scale():
                                    rtol=1e-3, err_msg=name)
     for a, b in zip(core_a.trainable_variables, core_b.trainable_variables):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-3, atol=1e-5, err_msg=a.name)
-    np.testing.assert_allclose(100.0 * metrics_a['popart/std'].numpy(),
-                               metrics_b['popart/std'].numpy(), rtol=1e-4)
+    name = 'popart/task1/std' if num_tasks == 2 else 'popart/std'
+    np.testing.assert_allclose(100.0 * metrics_a[name].numpy(), metrics_b[name].numpy(),
+                               rtol=1e-4)
+    if num_tasks == 2:
+        np.testing.assert_allclose(metrics_a['popart/task0/std'].numpy(),
+                                   metrics_b['popart/task0/std'].numpy(), rtol=1e-5)
 
 
-def test_popart_update_preserves_the_sdn_values():
+@pytest.mark.parametrize('num_tasks', [1, 2])
+def test_popart_update_preserves_the_sdn_values(num_tasks):
     """Continuous actions: moving V's statistics rescales V's head and the advantage
-    head, so V(x) and Q(x, a) = V + A(x, a) stay what they were."""
+    head, so V(x) and Q(x, a) = V + A(x, a) stay what they were; with one output per
+    task, every task's, while the statistics of a task with no targets stay put."""
     space = ActionSpace(gym.spaces.Box(-2, 2, (2,)))
 
     def make_core():
         core = ActorCriticCore(OBS_SPACE, space, hidden_sizes=(8,), lstm_size=0,
-                               advantage_hidden_sizes=(8,), value_normalization=True)
+                               advantage_hidden_sizes=(8,), value_normalization=True,
+                               num_tasks=num_tasks)
         core.create_variables()
         return core
 
     core = make_core()
     learner = ACERLearner(core, space, ACERConfig(lstm_size=0, hidden_sizes=(8,),
-                                                  unroll_length=T, batch_size=B), make_core)
+                                                  unroll_length=T, batch_size=B,
+                                                  num_tasks=num_tasks), make_core)
     rng = np.random.default_rng(0)
     features = tf.constant(rng.normal(size=(6, core.features_size)), tf.float32)
     actions = tf.constant(rng.normal(size=(6, 2)), tf.float32)
+    tasks = [tf.fill([6], k) for k in range(num_tasks)]
 
     def values():
-        return (core.parts.baseline_head(features).numpy(),
-                core.advantage(features, actions).numpy())
+        return [(core.parts.baseline_head(features, task).numpy(),
+                 core.advantage(features, actions, task).numpy()) for task in tasks]
 
-    v_before, a_before = values()
+    before = values()
     learner._update_statistics(tf.constant(rng.normal(50.0, 20.0, (T, B)), tf.float32),
-                               tf.ones([T, B]))
-    v_after, a_after = values()
-    assert core.parts.baseline_head.std().numpy() > 5.0
-    np.testing.assert_allclose(v_after, v_before, atol=1e-4)
-    np.testing.assert_allclose(a_after, a_before, atol=1e-4)
+                               tf.ones([T, B]), tf.fill([T, B], num_tasks - 1))
+    std = core.parts.baseline_head.std(tf.range(num_tasks)).numpy()
+    assert std[-1] > 5.0 and (num_tasks == 1 or std[0] == 1.0)
+    for (v_after, a_after), (v_before, a_before) in zip(values(), before):
+        np.testing.assert_allclose(v_after, v_before, atol=1e-4)
+        np.testing.assert_allclose(a_after, a_before, atol=1e-4)
 
 
 def test_rejects_action_nests():

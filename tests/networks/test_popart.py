@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from reverb_agents.networks import popart
-from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
+from reverb_agents.networks.cores import ActorCriticCore, CoreInputs, QHead
 from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.numpy_core import NumpyCore
 
@@ -209,3 +209,23 @@ def test_the_core_picks_each_rows_task_value_as_its_numpy_mirror_does():
                                           np.zeros(B, np.float32), np.zeros(B, bool), state,
                                           task[t])
         np.testing.assert_allclose(baseline, out.baseline.numpy()[t], rtol=1e-4, atol=1e-4)
+
+
+def test_a_q_head_keeps_a_block_of_action_values_per_task():
+    """ACER's Q head with two tasks: each task's three action values are its own block
+    with its own statistics, and an update of one task's block preserves every value."""
+    head = QHead(3, normalized=True, num_tasks=2, popart_step_size=0.5)
+    rng = np.random.default_rng(6)
+    features = tf.constant(rng.normal(size=(5, 4)), tf.float32)
+    task = tf.constant([1, 0, 1, 1, 0])
+    before = [head(features, tf.fill([5], k)).numpy() for k in (0, 1)]
+    assert before[0].shape == (5, 3) and np.abs(before[0] - before[1]).max() > 1e-3
+    np.testing.assert_array_equal(head(features, task).numpy(),
+                                  np.where(task.numpy()[:, None] == 1, before[1], before[0]))
+    popart.update_by_task(head, tf.constant(rng.normal(300.0, 50.0, (4, 2)), tf.float32),
+                          tf.ones([4, 2]), tf.ones([4, 2], tf.int32))
+    mean, std = head.statistics()
+    assert mean[0].numpy() == 0.0 and mean[1].numpy() > 100.0
+    for k in (0, 1):
+        np.testing.assert_allclose(head(features, tf.fill([5], k)).numpy(), before[k],
+                                   atol=1e-3)
