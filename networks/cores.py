@@ -191,6 +191,14 @@ class PolicyHead(snt.Linear):
         return self.action_space.split_params(super().__call__(features))
 
 
+def _task_rows(values: tf.Tensor, task: Optional[tf.Tensor]) -> tf.Tensor:
+    """`[N, num_tasks, ...]` -> each row's task's entry `[N, ...]` (`task` `[N]`; None,
+    or a single task: the first)."""
+    if task is None or values.shape[1] == 1:
+        return values[:, 0]
+    return tf.gather(values, tf.cast(task, tf.int32), axis=1, batch_dims=1)
+
+
 class BaselineHead(PopArtLinear):
     """Features `[N, H]` -> the state value `[N]`, in the reward's units; with
     `normalized`, learned in PopArt's normalised units (`networks.popart`).
@@ -209,18 +217,12 @@ class BaselineHead(PopArtLinear):
                          step_size=popart_step_size, count_per_group=num_tasks > 1,
                          name=name)
 
-    def _task_column(self, values: tf.Tensor, task: Optional[tf.Tensor]) -> tf.Tensor:
-        """`[N, num_tasks]` -> each row's task's value `[N]`."""
-        if self.output_size == 1 or task is None:
-            return values[:, 0]
-        return tf.gather(values, tf.cast(task, tf.int32), axis=1, batch_dims=1)
-
     def __call__(self, features: tf.Tensor, task: Optional[tf.Tensor] = None) -> tf.Tensor:
-        return self._task_column(super().__call__(features), task)
+        return _task_rows(super().__call__(features), task)
 
     def normalized(self, features: tf.Tensor, task: Optional[tf.Tensor] = None) -> tf.Tensor:
         """features `[N, H]` -> the normalised value `[N]`."""
-        return self._task_column(super().normalized(features), task)
+        return _task_rows(super().normalized(features), task)
 
 
 class QHead(PopArtLinear):
@@ -243,10 +245,7 @@ class QHead(PopArtLinear):
         """`[N, num_tasks * num_values]` -> each row's task's values `[N, num_values]`."""
         if self.groups == 1:
             return values
-        values = tf.reshape(values, [-1, self.groups, self.num_values])
-        if task is None:
-            return values[:, 0]
-        return tf.gather(values, tf.cast(task, tf.int32), axis=1, batch_dims=1)
+        return _task_rows(tf.reshape(values, [-1, self.groups, self.num_values]), task)
 
     def __call__(self, features: tf.Tensor, task: Optional[tf.Tensor] = None) -> tf.Tensor:
         return self._task_block(super().__call__(features), task)
@@ -272,10 +271,7 @@ class AdvantageHead(snt.nets.MLP):
 
     def __call__(self, features: tf.Tensor, action: tf.Tensor,
                  task: Optional[tf.Tensor] = None) -> tf.Tensor:
-        out = super().__call__(tf.concat([features, action], -1))  # [N, num_tasks]
-        if task is None or out.shape[-1] == 1:
-            return out[:, 0]
-        return tf.gather(out, tf.cast(task, tf.int32), axis=1, batch_dims=1)
+        return _task_rows(super().__call__(tf.concat([features, action], -1)), task)
 
 
 class SoftQPolicySpec(NamedTuple):
