@@ -17,6 +17,7 @@ without replay) and, when the runs differ in seed, the seed. Every logdir
 must be a run of the same sequence.
 """
 
+import dataclasses
 import json
 import os
 import sys
@@ -25,6 +26,7 @@ from typing import Any, Dict, List, Sequence
 from absl import app, flags
 
 from reverb_agents.launch import help as help_lib  # no TensorFlow
+from reverb_agents.launch.options import RunOptions  # no TensorFlow either
 from reverb_agents.launch.run_files import flat_config, read_continual, read_progress
 
 flags.DEFINE_multi_string('continual', None, 'task-sequence logdirs to plot (repeat the flag '
@@ -80,6 +82,15 @@ def agent_label(agent: str, config: Dict[str, Any]) -> str:
     return agent.upper()
 
 
+def _env_option_defaults() -> Dict[str, Any]:
+    """The defaults of the options `RunOptions.env_options` records when they differ."""
+    fields = {f.name: f for f in dataclasses.fields(RunOptions)}
+    return {name: (fields[name].default_factory() if fields[name].default is dataclasses.MISSING
+                   else fields[name].default)
+            for name in ('env_kwargs', 'steps_per_task', 'task_cycles', 'step_mul',
+                         'fixed_step_mul')}
+
+
 def load_curve(logdir: str, group_by: str = 'agent') -> Dict[str, Any]:
     """A run's learning curve: {'env_steps', 'returns' (arrays), 'group', 'env'}."""
     import numpy as np
@@ -96,7 +107,9 @@ def load_curve(logdir: str, group_by: str = 'agent') -> Dict[str, Any]:
     if group_by == 'agent':
         group = agent_label(agent, config)
     else:
-        known = {**config, **run.get('env_options', {}), 'env': run.get('env'),
+        # `env_options` records the options that differ from their defaults.
+        known = {**_env_option_defaults(), **config, **run.get('env_options', {}),
+                 'env': run.get('env'),
                  'seed': run.get('seed', files['summary'].get('seed'))}
         if group_by not in known:
             raise PlotError(f'--group_by={group_by}: {logdir} records no such flag')

@@ -68,6 +68,9 @@ def test_learning_curves_of_two_seeds_from_real_runs(tmp_path):
         'CLEAR (replay_fraction=0.5), seed=0', 'CLEAR (replay_fraction=0.5), seed=1'}
     with pytest.raises(plot.PlotError, match='--group_by=nope'):
         plot.load_curve(logdirs[0], 'nope')
+    # An environment option the run left at its default is grouped by that default.
+    assert plot.load_curve(logdirs[0], 'env_kwargs')['group'] == \
+        'CLEAR (replay_fraction=0.5), env_kwargs={}'
     output = tmp_path / 'curve.png'
     assert plot.plot_curves(logdirs, str(output)) == str(output)
     assert output.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n' and output.stat().st_size > 10_000
