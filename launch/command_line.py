@@ -20,7 +20,6 @@ own absl flags are never touched) and sets its typed keywords directly.
   (`3`, `0.5`, `True`, `(1, 2)`), a string otherwise.
 """
 
-import ast
 import os
 import re
 import time
@@ -34,7 +33,7 @@ from reverb_agents.launch.environments import task_sequence
 from reverb_agents.launch.preset_files import (NO_PRESET, default_preset, list_presets,
                                                package_path, preset_path)
 from reverb_agents.launch.options import (DETERMINISTIC_CHECKPOINT_STEPS, DETERMINISTIC_LOG_STEPS,
-                            VECTOR_ENVS, RunOptions)
+                                          VECTOR_ENVS, RunOptions, parse_env_kwargs)
 
 ROLES = ('replay', 'learner', 'actor')
 LAUNCHERS = ('inprocess', 'multiprocess', 'ray')
@@ -181,28 +180,6 @@ def parse(argv: List[str], fv: flags.FlagValues) -> Tuple[List[str], Optional[st
         return rest, None
     fv.unparse_flags()
     return fv([argv[0], f'--flagfile={preset}', *argv[1:]]), preset
-
-
-def parse_env_kwargs(text: str) -> Dict[str, Any]:
-    """'difficulty=hard,horizon=50' -> {'difficulty': 'hard', 'horizon': 50}; a comma
-    inside a value is kept when the next part is not `name=` (`shape=(2,3)`)."""
-    if not text.strip():
-        return {}
-    out = {}
-    for part in re.split(r',(?=\s*[A-Za-z_]\w*\s*=)', text):
-        key, eq, value = part.partition('=')
-        key = key.strip()
-        if not eq or not key.isidentifier():
-            raise ValueError(f'--env_kwargs takes key=value pairs separated by commas, '
-                             f'got {part!r}')
-        if key in out:
-            raise ValueError(f'--env_kwargs gives {key!r} twice')
-        value = value.strip()
-        try:
-            out[key] = ast.literal_eval(value)
-        except (ValueError, SyntaxError):
-            out[key] = value
-    return out
 
 
 def new_logdir(agent: str, env: str, root: str = RUNS) -> str:

@@ -1,7 +1,9 @@
 """The run's own options (not an agent's): environment, budget, logdir, cadence."""
 
+import ast
 import dataclasses
-from typing import Any, Mapping, Optional, Tuple
+import re
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from reverb_agents.agents.configs import require, require_fraction
 
@@ -137,3 +139,25 @@ class RunOptions:
         if self.is_sequence:
             return self.eval_every_steps or max(1, self.steps_per_task // 5)
         return self.eval_every_steps
+
+
+def parse_env_kwargs(text: str) -> Dict[str, Any]:
+    """'difficulty=hard,horizon=50' -> {'difficulty': 'hard', 'horizon': 50}; a comma
+    inside a value is kept when the next part is not `name=` (`shape=(2,3)`)."""
+    if not text.strip():
+        return {}
+    out = {}
+    for part in re.split(r',(?=\s*[A-Za-z_]\w*\s*=)', text):
+        key, eq, value = part.partition('=')
+        key = key.strip()
+        if not eq or not key.isidentifier():
+            raise ValueError(f'--env_kwargs takes key=value pairs separated by commas, '
+                             f'got {part!r}')
+        if key in out:
+            raise ValueError(f'--env_kwargs gives {key!r} twice')
+        value = value.strip()
+        try:
+            out[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            out[key] = value
+    return out

@@ -233,7 +233,7 @@ def main(argv):
     from absl import flags
     FLAGS = flags.FLAGS
     try:
-        from reverb_agents.launch.command_line import parse_env_kwargs
+        from reverb_agents.launch.options import parse_env_kwargs
         if FLAGS.episodes < 1:
             raise ValueError(f'--episodes must be >= 1, got {FLAGS.episodes}')
         env_kwargs = parse_env_kwargs(FLAGS.env_kwargs)

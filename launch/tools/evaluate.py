@@ -1,7 +1,10 @@
 """Runs episodes from an exported SavedModel alone (TensorFlow, gymnasium, numpy).
 
 `python launch/evaluate.py --saved_model=DIR --env=ID --episodes=N [--video_dir=DIR]
-[--eval_epsilon=E]` prints the mean and std of the returns as JSON. With
+[--eval_epsilon=E] [--env_kwargs=k=v,...]` prints the mean and std of the returns as
+JSON. The model records its environment's id, not the keywords it was made with:
+give a run's `--env_kwargs` again (`repeat_action_probability=0.0` for a Pong
+policy trained without sticky actions). With
 `--eval_epsilon` (ALF's epsilon-greedy evaluation) each step samples its
 action from the policy with probability E instead of taking the greedy one. Of this
 library it needs `launch/policy.py` and `launch/environments/suites.py` (the MinAtar
@@ -38,6 +41,9 @@ from reverb_agents.launch.policy import Policy, PolicyError  # noqa: E402
 flags.DEFINE_string('saved_model', None, 'directory written by launch/export.py')
 flags.DEFINE_string('env', None, f'gymnasium id (default: the one recorded in the model); '
                     f'the bandits {sorted(BANDITS)} report regret too')
+flags.DEFINE_string('env_kwargs', '', 'keyword arguments for gymnasium.make, key=value,... as '
+                    'launch/run.py takes them (give the run\'s own: the model does not record '
+                    'them), e.g. repeat_action_probability=0.0')
 flags.DEFINE_integer('episodes', 10, 'episodes to run')
 flags.DEFINE_integer('seed', 0, 'seed of the first episode (episode i uses seed + i)')
 flags.DEFINE_bool('deterministic', True, 'greedy / mean actions (else sampled)')
@@ -73,14 +79,21 @@ def main(argv):
     try:
         if not 0.0 <= FLAGS.eval_epsilon <= 1.0:
             raise EvaluationError(f'--eval_epsilon must be in [0, 1], got {FLAGS.eval_epsilon}')
+        from reverb_agents.launch.options import parse_env_kwargs
+        try:
+            env_kwargs = parse_env_kwargs(FLAGS.env_kwargs)
+        except ValueError as e:
+            raise EvaluationError(str(e)) from None
         policy = Policy(FLAGS.saved_model)
         env_id = FLAGS.env or policy.env_id
         try:
             # render_mode only when recording: not every environment takes the argument.
             # MinAtar and Atari get the wrappers the policy was trained behind.
             suites.register(env_id)
-            env = suites.make(env_id, **({'render_mode': 'rgb_array'} if FLAGS.video_dir else {}))
-        except (gym.error.Error, ImportError) as e:  # ImportError: `module:Env` ids, extras
+            env = suites.make(env_id, **env_kwargs,
+                              **({'render_mode': 'rgb_array'} if FLAGS.video_dir else {}))
+        except (gym.error.Error, ImportError, TypeError) as e:  # ImportError: `module:Env`
+            # ids, extras; TypeError: a keyword the environment does not take
             raise EvaluationError(f'cannot make environment {env_id!r}: {e}') from None
         policy.check_env(env)
         if FLAGS.video_dir:
@@ -103,7 +116,8 @@ def main(argv):
     except EvaluationError as e:
         print(f'error: {e}', file=sys.stderr)
         sys.exit(1)
-    print(json.dumps({'env': env_id, 'episodes': FLAGS.episodes,
+    print(json.dumps({'env': env_id, **({'env_kwargs': env_kwargs} if env_kwargs else {}),
+                      'episodes': FLAGS.episodes,
                       'eval_epsilon': FLAGS.eval_epsilon,
                       'return_mean': float(returns.mean()), 'return_std': float(returns.std()),
                       **({} if regrets is None else {'regret_mean': float(regrets.mean()),

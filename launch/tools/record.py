@@ -87,7 +87,7 @@ def main(argv):
                              f'overwritten')
         from reverb_agents.launch import console
         console.quiet_native_output()  # TensorFlow's start-up lines, before it loads
-        from reverb_agents.launch.command_line import parse_env_kwargs
+        from reverb_agents.launch.options import parse_env_kwargs
         from reverb_agents.launch.environments.factory import env_reward_size, make_env
         from reverb_agents.launch.policy import load_policy
         env_kwargs = parse_env_kwargs(FLAGS.env_kwargs)

@@ -80,3 +80,20 @@ def test_evaluate_script_takes_eval_epsilon(tmp_path, run_script):
     output = json.loads(result.stdout.strip().splitlines()[-1])
     assert output['eval_epsilon'] == 1.0
     assert 10 < output['return_mean'] < 40  # an untrained core samples near uniformly
+
+
+def test_evaluate_script_makes_the_environment_with_env_kwargs(tmp_path, run_script):
+    """The model records its environment's id only: `--env_kwargs` makes it as the run
+    did (here CartPole cut at 5 steps); a bad one is one error line."""
+    core, setup = small_core(1)
+    path = export.export_policy(core, setup.action_space, setup.observation_space,
+                                'CartPole-v1', str(tmp_path / 'saved_model'))
+    result = run_script('evaluate', [f'--saved_model={path}', '--episodes=3',
+                                     '--env_kwargs=max_episode_steps=5'])
+    assert result.returncode == 0, result.stderr[-2000:]
+    output = json.loads(result.stdout.strip().splitlines()[-1])
+    assert output['env_kwargs'] == {'max_episode_steps': 5} and output['returns'] == [5.0] * 3
+    for bad, message in (('oops', 'key=value pairs'), ('no_such_keyword=1', 'no_such_keyword')):
+        result = run_script('evaluate', [f'--saved_model={path}', f'--env_kwargs={bad}'])
+        assert result.returncode == 1 and len(result.errors) == 1, result.stderr[-2000:]
+        assert message in result.errors[0] and 'Traceback' not in result.stderr
