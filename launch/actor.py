@@ -163,6 +163,7 @@ class Actor:
         self._seed = seed
         self.stats = stats or EpisodeStats()
         self._num_envs = envs.num_envs
+        self._no_task = np.zeros([self._num_envs], np.int32)  # outside a task sequence
         self._cast = numpy_caster(envs.single_observation_space)
         self.policy = Policy(core, action_space, seed, deterministic, use_numpy)
         self._random_steps = random_steps
@@ -270,7 +271,7 @@ class Actor:
         (`launch.environments.task_sequence`), else 0."""
         if TASK in info:
             return np.asarray(info[TASK], np.int32)
-        return np.zeros([self._num_envs], np.int32)
+        return self._no_task
 
     def _after_write(self, flush_timeout_ms: int, stop: Callable[[], bool]) -> bool:
         """Waits for the queue's rate limiter (the learner) without hanging past stop();

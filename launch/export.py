@@ -22,7 +22,8 @@ Signatures (all batched `[B, ...]`; names are the inputs' and outputs' keys):
   state_K`: the policy's distribution parameters, one tensor per action leaf in
   the library's format (the specs' `policy` lists each leaf's kind and width;
   `agents.prior` reads them for `--prior_actor`);
-- `specs()` -> `specs`: JSON (also the asset `assets/specs.json`): env id, the
+- `specs()` -> `specs`: JSON (also the asset `assets/specs.json`): env id (and the
+  run's `env_kwargs`, where it gave any: `launch/evaluate.py` makes the env with them), the
   observation inputs and action outputs (`observation_inputs`, `action_outputs`:
   name, path in the environment's nest, shape, dtype), state shapes and dtypes,
   the policy's leaves, `conditions_on_previous` (whether `prev_action` and
@@ -44,7 +45,7 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import Dict, Optional
+from typing import Any, Dict, Mapping, Optional
 
 import gymnasium as gym
 import numpy as np
@@ -83,7 +84,8 @@ class ExportedPolicy(tf.Module):
     """The thin module that is saved: the core's variables and five functions."""
 
     def __init__(self, core: ActorCriticCore, action_space: ActionSpace,
-                 observation_space: gym.Space, env_id: str):
+                 observation_space: gym.Space, env_id: str,
+                 env_kwargs: Optional[Mapping[str, Any]] = None):
         super().__init__(name='policy')
         space = action_space.space
         # A learned action repeat (`launch.environments.action_repeat`): the environment's action
@@ -114,7 +116,7 @@ class ExportedPolicy(tf.Module):
             **{f'state_{i}': tf.TensorSpec(s.shape, s.dtype, name=f'state_{i}')
                for i, s in enumerate(self._state_specs)},
         }
-        self.specs_json = json.dumps(self._specs(env_id, observation_space, space))
+        self.specs_json = json.dumps(self._specs(env_id, env_kwargs, observation_space, space))
         self.step = _concrete(lambda **kw: self._step(False, **kw), **inputs)
         self.step_deterministic = _concrete(lambda **kw: self._step(True, **kw), **inputs)
         self.policy_params = _concrete(self._policy_params, **inputs)
@@ -123,7 +125,8 @@ class ExportedPolicy(tf.Module):
         specs = self.specs_json
         self.specs = _concrete(lambda: {'specs': tf.constant(specs)})
 
-    def _specs(self, env_id: str, observation_space: gym.Space, space: gym.Space) -> dict:
+    def _specs(self, env_id: str, env_kwargs: Optional[Mapping[str, Any]],
+               observation_space: gym.Space, space: gym.Space) -> dict:
         first = self._observations[0]
         if first.name == 'observation':  # one tensor (beside a mask): shape, dtype, its key
             observation = {'shape': first.spec.shape.as_list(), 'dtype': first.spec.dtype.name,
@@ -138,6 +141,11 @@ class ExportedPolicy(tf.Module):
         mask = [p for p in self._observations if p.name == ACTION_MASK]
         return {
             'env': env_id,
+            # gymnasium.make's keywords of the run (`--env_kwargs`): evaluating a Pong policy
+            # trained without sticky actions needs them again
+            # (each value's repr: Python literals, as `--env_kwargs` takes them, keep tuples)
+            **({'env_kwargs': {k: repr(v) for k, v in env_kwargs.items()}}
+               if env_kwargs else {}),
             'observation': observation,
             **({ACTION_MASK: {'shape': mask[0].spec.shape.as_list(), 'dtype': 'float32'}}
                if mask else {}),
@@ -214,11 +222,13 @@ class ExportedPolicy(tf.Module):
 
 
 def export_policy(core: ActorCriticCore, action_space: ActionSpace,
-                  observation_space: gym.Space, env_id: str, output_dir: str) -> str:
+                  observation_space: gym.Space, env_id: str, output_dir: str,
+                  env_kwargs: Optional[Mapping[str, Any]] = None) -> str:
     """Writes the SavedModel to `output_dir` (replaced atomically); returns the path.
+    `env_kwargs` (the run's `--env_kwargs`, Python literals) are recorded in its specs.
     Traced in float32 whatever the run's `torso_precision`: any CPU runs the export."""
     with torsos.precision_scope('float32'):  # the signatures are traced here
-        module = ExportedPolicy(core, action_space, observation_space, env_id)
+        module = ExportedPolicy(core, action_space, observation_space, env_id, env_kwargs)
     parent = os.path.dirname(os.path.abspath(output_dir)) or '.'
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix='.saved_model_', dir=parent)
@@ -237,13 +247,14 @@ def export_policy(core: ActorCriticCore, action_space: ActionSpace,
 
 
 def export_run_policy(core: ActorCriticCore, action_space: ActionSpace,
-                      observation_space: gym.Space, env_id: str, logdir: str,
+                      observation_space: gym.Space, options: RunOptions,
                       path: Optional[str] = None) -> Optional[str]:
-    """A run's policy as `path` (default `<logdir>/saved_model`); None (with a warning) if
-    unsupported."""
+    """A run's policy as `path` (default `<logdir>/saved_model`), recording its env and
+    env_kwargs; None (with a warning) if unsupported."""
     try:
-        return export_policy(core, action_space, observation_space, env_id,
-                             path or os.path.join(logdir, 'saved_model'))
+        return export_policy(core, action_space, observation_space, options.env,
+                             path or os.path.join(options.logdir, 'saved_model'),
+                             options.env_kwargs)
     except ExportError as e:
         logging.warning('no SavedModel: %s', e)
         return None
@@ -283,7 +294,8 @@ def main(argv):
     FLAGS = flags.FLAGS
     try:
         core, action_space, obs_space, env_id = restore_core(FLAGS.logdir, FLAGS.checkpoint)
-        path = export_policy(core, action_space, obs_space, env_id, FLAGS.output)
+        env_kwargs = rundir.read_run_config(FLAGS.logdir)['env_options'].get('env_kwargs')
+        path = export_policy(core, action_space, obs_space, env_id, FLAGS.output, env_kwargs)
     except (ValueError, rundir.TrainingError) as e:
         print(f'error: {e}', file=sys.stderr)
         sys.exit(1)

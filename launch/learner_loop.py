@@ -264,8 +264,7 @@ class LearnerRun:
         mean_return, _, _ = stats.recent(TARGET_WINDOW)
         console.status(f'exporting the policy to {os.path.join(options.logdir, "saved_model")}')
         saved_model = export.export_run_policy(self.core, setup.action_space,
-                                               setup.observation_space, options.env,
-                                               options.logdir)
+                                               setup.observation_space, options)
         best = self.periodic.summary() if self.periodic is not None else {}
         wall_time = max(self.wall_time, 1e-9)
         summary = {

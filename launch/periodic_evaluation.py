@@ -124,8 +124,7 @@ class PeriodicEvaluation:
         staging = self.best_dir + '.new'
         shutil.rmtree(staging, ignore_errors=True)
         if export.export_run_policy(core, self._action_space, self._observation_space,
-                                    self.options.env, self.options.logdir,
-                                    staging) is None:
+                                    self.options, staging) is None:
             return
         old = self.best_dir + '.old'
         shutil.rmtree(old, ignore_errors=True)

@@ -30,6 +30,7 @@ A policy with a learned action repeat returns how often to repeat the action as
 repeats it.
 """
 
+import ast
 import dataclasses
 import json
 from typing import Any, Dict, Optional, Sequence, Tuple
@@ -142,6 +143,22 @@ class Policy:
     def env_id(self) -> str:
         """The environment the policy was trained on."""
         return self.specs['env']
+
+    @property
+    def env_kwargs(self) -> Dict[str, Any]:
+        """gymnasium.make's keywords of the run that trained it (`--env_kwargs`; {} when the
+        run gave none or the export predates their recording)."""
+        return {k: ast.literal_eval(v) for k, v in self.specs.get('env_kwargs', {}).items()}
+
+    def environment(self, env_id: Optional[str] = None,
+                    env_kwargs: Optional[Dict[str, Any]] = None) -> Tuple[str, Dict[str, Any]]:
+        """(id, keywords) to make the environment to play with: `env_id` or the recorded
+        one; `env_kwargs` when given (non-empty), else the recorded ones for the recorded
+        environment (none for another)."""
+        env_id = env_id or self.env_id
+        if env_kwargs:
+            return env_id, dict(env_kwargs)
+        return env_id, self.env_kwargs if env_id == self.env_id else {}
 
     def initial_state(self, batch_size: int = 1) -> Dict[str, tf.Tensor]:
         """The core state at the start of `batch_size` episodes (`step`'s state)."""

@@ -2,9 +2,9 @@
 
 `python launch/evaluate.py --saved_model=DIR --env=ID --episodes=N [--video_dir=DIR]
 [--eval_epsilon=E] [--env_kwargs=k=v,...]` prints the mean and std of the returns as
-JSON. The model records its environment's id, not the keywords it was made with:
-give a run's `--env_kwargs` again (`repeat_action_probability=0.0` for a Pong
-policy trained without sticky actions). With
+JSON. The model records its environment's id and the run's `--env_kwargs`
+(`repeat_action_probability=0.0` for a Pong policy trained without sticky actions),
+and the environment is made with them; `--env_kwargs` replaces them. With
 `--eval_epsilon` (ALF's epsilon-greedy evaluation) each step samples its
 action from the policy with probability E instead of taking the greedy one. Of this
 library it needs `launch/policy.py` and `launch/environments/suites.py` (the MinAtar
@@ -42,8 +42,8 @@ flags.DEFINE_string('saved_model', None, 'directory written by launch/export.py'
 flags.DEFINE_string('env', None, f'gymnasium id (default: the one recorded in the model); '
                     f'the bandits {sorted(BANDITS)} report regret too')
 flags.DEFINE_string('env_kwargs', '', 'keyword arguments for gymnasium.make, key=value,... as '
-                    'launch/run.py takes them (give the run\'s own: the model does not record '
-                    'them), e.g. repeat_action_probability=0.0')
+                    'launch/run.py takes them (default: those the model recorded, for its own '
+                    'environment), e.g. repeat_action_probability=0.0')
 flags.DEFINE_integer('episodes', 10, 'episodes to run')
 flags.DEFINE_integer('seed', 0, 'seed of the first episode (episode i uses seed + i)')
 flags.DEFINE_bool('deterministic', True, 'greedy / mean actions (else sampled)')
@@ -81,11 +81,11 @@ def main(argv):
             raise EvaluationError(f'--eval_epsilon must be in [0, 1], got {FLAGS.eval_epsilon}')
         from reverb_agents.launch.options import parse_env_kwargs
         try:
-            env_kwargs = parse_env_kwargs(FLAGS.env_kwargs)
+            given = parse_env_kwargs(FLAGS.env_kwargs)
         except ValueError as e:
             raise EvaluationError(str(e)) from None
         policy = Policy(FLAGS.saved_model)
-        env_id = FLAGS.env or policy.env_id
+        env_id, env_kwargs = policy.environment(FLAGS.env, given)
         try:
             # render_mode only when recording: not every environment takes the argument.
             # MinAtar and Atari get the wrappers the policy was trained behind.

@@ -32,7 +32,8 @@ if TYPE_CHECKING:  # TensorFlow is imported in `main`, after the checks that nee
 
 flags.DEFINE_string('saved_model', None, 'directory written by launch/export.py')
 flags.DEFINE_string('env', None, 'gymnasium id (default: the one recorded in the model)')
-flags.DEFINE_string('env_kwargs', '', 'keyword arguments for gymnasium.make, key=value,...')
+flags.DEFINE_string('env_kwargs', '', 'keyword arguments for gymnasium.make, key=value,... '
+                    '(default: those the model recorded, for its own environment)')
 flags.DEFINE_integer('episodes', 10, 'episodes to record')
 flags.DEFINE_integer('seed', 0, 'seed of the first episode (episode i uses seed + i)')
 flags.DEFINE_bool('sample', False, 'sample actions from the policy (unseeded; default: '
@@ -90,9 +91,9 @@ def main(argv):
         from reverb_agents.launch.options import parse_env_kwargs
         from reverb_agents.launch.environments.factory import env_reward_size, make_env
         from reverb_agents.launch.policy import load_policy
-        env_kwargs = parse_env_kwargs(FLAGS.env_kwargs)
+        given = parse_env_kwargs(FLAGS.env_kwargs)
         policy = load_policy(FLAGS.saved_model)
-        env_id = FLAGS.env or policy.env_id
+        env_id, env_kwargs = policy.environment(FLAGS.env, given)
         env = make_env(env_id, env_kwargs)
         policy.check_env(env)
         demos_lib.check_spaces(env.observation_space, env.action_space)  # before playing

@@ -170,6 +170,8 @@ def test_typed_keywords_reach_the_run_unchanged(short_run):
     assert result.env_id == 'python/cart_pole'
     assert made and all(kwargs == ENV_KWARGS for kwargs in made)
     assert type(made[0]['pair']) is tuple and type(made[0]['names']) is list
+    recorded = result.policy.env_kwargs  # in the exported specs, for launch/evaluate.py
+    assert recorded == ENV_KWARGS and type(recorded['pair']) is tuple
     config = result.summary['config']
     assert config['optimizer']['learning_rate'] == LEARNING_RATE  # the same float, bit for bit
     assert config['hidden_sizes'] == (64, 32) and config['lstm_size'] == 32

@@ -12,6 +12,7 @@ from reverb_agents.agents.clear.config import CLEARConfig
 from reverb_agents.launch import evaluation, export
 from reverb_agents.launch import setup as setup_lib
 from reverb_agents.launch.options import RunOptions
+from reverb_agents.launch.policy import Policy
 
 B = 4000  # rows of the unit tests: frequencies within ~0.02
 
@@ -83,16 +84,24 @@ def test_evaluate_script_takes_eval_epsilon(tmp_path, run_script):
 
 
 def test_evaluate_script_makes_the_environment_with_env_kwargs(tmp_path, run_script):
-    """The model records its environment's id only: `--env_kwargs` makes it as the run
-    did (here CartPole cut at 5 steps); a bad one is one error line."""
+    """The model records its run's `env_kwargs` (here CartPole cut at 5 steps) and the
+    script makes the environment with them; `--env_kwargs` replaces them; a bad one is
+    one error line."""
     core, setup = small_core(1)
     path = export.export_policy(core, setup.action_space, setup.observation_space,
-                                'CartPole-v1', str(tmp_path / 'saved_model'))
-    result = run_script('evaluate', [f'--saved_model={path}', '--episodes=3',
-                                     '--env_kwargs=max_episode_steps=5'])
-    assert result.returncode == 0, result.stderr[-2000:]
-    output = json.loads(result.stdout.strip().splitlines()[-1])
-    assert output['env_kwargs'] == {'max_episode_steps': 5} and output['returns'] == [5.0] * 3
+                                'CartPole-v1', str(tmp_path / 'saved_model'),
+                                env_kwargs={'max_episode_steps': 5})
+    policy = Policy(path)
+    assert policy.env_kwargs == {'max_episode_steps': 5}
+    assert policy.environment() == ('CartPole-v1', {'max_episode_steps': 5})
+    assert policy.environment('CartPole-v0') == ('CartPole-v0', {})  # not its environment
+    for flags, kwargs, returns in (([], {'max_episode_steps': 5}, [5.0] * 3),
+                                   (['--env_kwargs=max_episode_steps=7'],
+                                    {'max_episode_steps': 7}, [7.0] * 3)):
+        result = run_script('evaluate', [f'--saved_model={path}', '--episodes=3', *flags])
+        assert result.returncode == 0, result.stderr[-2000:]
+        output = json.loads(result.stdout.strip().splitlines()[-1])
+        assert output['env_kwargs'] == kwargs and output['returns'] == returns
     for bad, message in (('oops', 'key=value pairs'), ('no_such_keyword=1', 'no_such_keyword')):
         result = run_script('evaluate', [f'--saved_model={path}', f'--env_kwargs={bad}'])
         assert result.returncode == 1 and len(result.errors) == 1, result.stderr[-2000:]
