@@ -29,8 +29,9 @@ units. Targets are computed from unnormalised values as always; the baseline
 and value-cloning losses compare normalised values, the policy gradient's
 advantages are divided by sigma, and after each update the batch's targets
 move the statistics (the head is rescaled so its values do not change).
-With a task sequence (`num_tasks > 1`) the baseline has one output and one set
-of statistics per task (PopArt's multi-task form): each step's value, target,
+With a task sequence (`num_tasks > 1`) the baseline (and each intrinsic
+component's value) has one output and one set of statistics per task (PopArt's
+multi-task form): each step's value, target,
 advantage and loss are in its own task's units (`Step.task`), and a batch
 moves each task's statistics with that task's targets only.
 
@@ -88,11 +89,14 @@ class CLEARLearner(LearnerBase):
             self.signals.create_variables(observation, action)
         self._prior = prior_lib.load_prior(config.prior, core.observation_space, action_space)
         self._gammas = tf.constant(signals.gammas, tf.float32)
-        if signals.intrinsic:  # one value per intrinsic component, on the core's features
+        if signals.intrinsic:
+            # One value per intrinsic component (and per task, as the baseline's), on the
+            # core's features; outputs task-major: task t's component k is t * n + k.
+            tasks, n = max(1, config.num_tasks), len(signals.intrinsic)
             self.signal_values = PopArtLinear(
-                len(signals.intrinsic), normalized=config.value_normalization == 'popart',
-                groups=len(signals.intrinsic), step_size=config.popart_step_size,
-                name='signal_values')
+                n * tasks, normalized=config.value_normalization == 'popart',
+                groups=n * tasks, step_size=config.popart_step_size,
+                count_per_group=tasks > 1, name='signal_values')
             self.signal_values(tf.zeros([1, core.features_size]))
 
     def phase(self) -> str:
@@ -185,11 +189,13 @@ class CLEARLearner(LearnerBase):
         if not head.normalized_output:
             return {}
         update_by_task(head, vs_t, mask_t, task_t)
-        if signal_vs_t is not None:
-            n = signal_vs_t.shape[-1]
-            self.signal_values.update(
-                tf.reshape(signal_vs_t, [-1, n]),
-                tf.reshape(tf.broadcast_to(mask_t[..., None], tf.shape(signal_vs_t)), [-1, n]))
+        if signal_vs_t is not None:  # each target offered to its component in every task,
+            n = signal_vs_t.shape[-1]  # valid in its own task's
+            tasks = self.signal_values.groups // n
+            in_task = tf.one_hot(tf.reshape(self._signal_task(task_t), [-1]), tasks)
+            valid = in_task[:, :, None] * tf.reshape(mask_t, [-1, 1, 1]) * tf.ones([1, 1, n])
+            self.signal_values.update(tf.tile(tf.reshape(signal_vs_t, [-1, n]), [1, tasks]),
+                                      tf.reshape(valid, [-1, tasks * n]))
         return {**head.metrics(), **task_metrics(head)}
 
     @tf.function(autograph=False)  # no tensor-dependent Python control flow; tracing is ~3x faster
@@ -293,8 +299,11 @@ class CLEARLearner(LearnerBase):
         """(summed policy-gradient advantages `[T, B]`, summed baseline loss `[]`, value
         targets `[T, B, n]`) of the intrinsic components: `signal_r_t` `[T, B, n]`, each
         discounted by its own gamma and valued by its `signal_values` output over
-        `features` `[T + 1, B, H]`; advantages and losses in normalised units."""
-        values = self.signal_values(features)  # [T + 1, B, n]
+        `features` `[T + 1, B, H]` (each step's task's); advantages and losses in
+        normalised units, each step's in its task's."""
+        n = signal_r_t.shape[-1]
+        group = self._signal_task(steps.task)[..., None] * n + tf.range(n)  # [T + 1, B, n]
+        values = tf.gather(self.signal_values(features), group, axis=2, batch_dims=2)
         v_t, bootstrap_value = values[:-1], values[-1]
         mask = mask_t[..., None]
         r_t = tf.where(mask > 0, signal_r_t, tf.stop_gradient(v_t))  # as _transformed
@@ -302,10 +311,18 @@ class CLEARLearner(LearnerBase):
             steps.discount[:-1], self._gammas, self.config.signals.episodic) * mask
         vs, advantages = reward_signals.component_targets(
             self._targets, log_rhos, discount_t, r_t, v_t, bootstrap_value)
+        group = group[:-1]
         normalize = self.signal_values.normalize
-        baseline = tf.reduce_sum(mask * losses.baseline_loss(normalize(vs), normalize(v_t)))
-        advantages = tf.reduce_sum(advantages / self.signal_values.std(), -1)
+        baseline = tf.reduce_sum(mask * losses.baseline_loss(normalize(vs, group),
+                                                             normalize(v_t, group)))
+        advantages = tf.reduce_sum(advantages / self.signal_values.std(group), -1)
         return advantages, baseline, vs
+
+    def _signal_task(self, task: tf.Tensor) -> tf.Tensor:
+        """Each step's block of `signal_values` outputs (`task`, any shape): its task's
+        with one block per task, else the one block (0)."""
+        return task if self.signal_values.groups > len(self.config.signals.intrinsic) \
+            else tf.zeros_like(task)
 
     def _bc_loss(self) -> tf.Tensor:
         """Behavioural cloning on `batch_size` demonstration windows of `unroll_length`."""

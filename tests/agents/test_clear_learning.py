@@ -477,6 +477,38 @@ def test_reward_signals_learn_in_the_step_with_their_own_value_outputs(tmp_path,
     assert not {v.ref() for v in learner.signals.variables} & {v.ref() for v in core.variables}
 
 
+@pytest.mark.parametrize('num_tasks', [2, 1])
+def test_signal_values_have_statistics_per_task(num_tasks):
+    """With one value output per task, each intrinsic component's value has one set of
+    PopArt statistics per task, moved by that task's targets only (a first update with
+    step size 1: the task's own moments); with one for all, every step moves the one
+    set whatever its task. A step on a batch of both tasks runs either way."""
+    learner, core, space = make_learner(0, curiosity_strength=1.0, popart_step_size=1.0,
+                                        num_tasks=num_tasks)
+    head = learner.signal_values
+    assert head.output_size == num_tasks and head.groups == num_tasks
+    rng = np.random.default_rng(0)
+    task = np.tile(np.array([0, 0, 1, 1], np.int32), (T, 1))
+    signal_vs = np.where(task == 1, rng.normal(100.0, 10.0, (T, B)),
+                         rng.normal(1.0, 1.0, (T, B))).astype(np.float32)[..., None]
+    features = tf.constant(rng.normal(size=(6, core.features_size)), tf.float32)
+    before = head(features).numpy()
+    learner._update_statistics(tf.zeros([T, B]), tf.ones([T, B]), tf.constant(task),
+                               tf.constant(signal_vs))
+    np.testing.assert_allclose(head(features).numpy(), before, rtol=1e-4, atol=1e-4)
+    mean, std = (x.numpy() for x in head.statistics())
+    groups = [signal_vs[task == k] for k in (0, 1)] if num_tasks == 2 else [signal_vs]
+    for k, targets in enumerate(groups):
+        np.testing.assert_allclose(mean[k], targets.mean(), rtol=1e-4)
+        np.testing.assert_allclose(std[k], targets.std(), rtol=1e-3)
+
+    batch = make_batch(core, space, num_replayed=2)
+    steps = batch.sequence.steps._replace(task=np.tile(task[:1], (T + 1, 1)))
+    metrics = learner.step(Batch(trajectory.Sequence(steps, batch.sequence.core_state),
+                                 batch.replayed))
+    assert all(np.isfinite(m.numpy()).all() for m in metrics.values())
+
+
 def test_extrinsic_strength_zero_ignores_the_environment_reward():
     learner, core, space = make_learner(0, extrinsic_strength=0.0, curiosity_strength=1.0)
     learner.learning_rate.assign(0.0)
