@@ -15,6 +15,12 @@ Prints one JSON object. Figures (each what our side measures too):
   1e-3, 256 random warm-up steps as our preset), the wall of `learn()` and a
   deterministic evaluation over 10 episodes; `--net=128,128 --n_steps=3` give
   it the networks and n-step targets of our `sac_pendulum_5k_fast` preset;
+- `sac_mujoco --env=Hopper-v5`: SAC with RL Zoo's MuJoCo settings (its defaults:
+  Adam 3e-4, batch 256, 256x256, tau 0.005, automatic temperature; 10k random
+  warm-up steps; one update per env step, one environment) for 100k env steps, the
+  wall of `learn()` and a deterministic evaluation over 10 episodes: our
+  `sac_hopper` / `sac_halfcheetah` presets' peer on this machine (`pip install
+  'mujoco>=3.2,<4' imageio packaging` in the peer's venv too);
 - `ppo_cartpole`: PPO with RL Zoo's CartPole-v1 hyperparameters until the last 20
   training episodes average >= 475, the wall of `learn()` and a greedy
   evaluation over 20 episodes when it stops.
@@ -77,6 +83,17 @@ def sac_pendulum(args):
             'eval_return_mean': mean, 'eval_return_std': std}
 
 
+def sac_mujoco(args):
+    model = SAC('MlpPolicy', args.env, learning_starts=10_000, seed=args.seed, device='cpu',
+                verbose=0)
+    start = time.perf_counter()
+    model.learn(total_timesteps=args.steps)
+    wall = time.perf_counter() - start
+    mean, std = evaluate(model, args.env, 10, args.seed)
+    return {'figure': 'sac_mujoco', 'env': args.env, 'seed': args.seed, 'env_steps': args.steps,
+            'wall_time_s': wall, 'eval_return_mean': mean, 'eval_return_std': std}
+
+
 class StopAtMean(BaseCallback):
     """Stops once the last `window` finished training episodes average >= target."""
 
@@ -111,7 +128,10 @@ def ppo_cartpole(args):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    parser.add_argument('figure', choices=['sac_updates', 'sac_pendulum', 'ppo_cartpole'])
+    parser.add_argument('figure', choices=['sac_updates', 'sac_pendulum', 'sac_mujoco',
+                                           'ppo_cartpole'])
+    parser.add_argument('--env', default='Hopper-v5', help="sac_mujoco's environment")
+    parser.add_argument('--steps', type=int, default=100_000, help="sac_mujoco's env steps")
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--repeats', type=int, default=3)
     parser.add_argument('--updates', type=int, default=200)
