@@ -22,12 +22,11 @@ Signatures (all batched `[B, ...]`; names are the inputs' and outputs' keys):
   state_K`: the policy's distribution parameters, one tensor per action leaf in
   the library's format (the specs' `policy` lists each leaf's kind and width;
   `agents.prior` reads them for `--prior_actor`);
-- `specs()` -> `specs`: JSON (also the asset `assets/specs.json`): env id (and the
-  run's `env_kwargs`, where it gave any: `launch/evaluate.py` makes the env with them), the
-  observation inputs and action outputs (`observation_inputs`, `action_outputs`:
-  name, path in the environment's nest, shape, dtype), state shapes and dtypes,
-  the policy's leaves, `conditions_on_previous` (whether `prev_action` and
-  `prev_reward` reach the policy at all).
+- `specs()` -> `specs`: JSON (also `assets/specs.json`): env id and the run's
+  `env_kwargs`, observation inputs and action outputs (`observation_inputs`,
+  `action_outputs`: name, path in the environment's nest, shape, dtype), state
+  shapes and dtypes, the policy's leaves, `conditions_on_previous` (whether
+  `prev_action` and `prev_reward` reach the policy at all).
 
 Observations and actions of any nest (`Tuple` / `Dict`, an action mask) are one
 tensor per leaf, named by `launch/signatures.py` (`observation_image`, `action_0`,
@@ -66,9 +65,8 @@ from reverb_agents.networks.observations import ACTION_MASK
 
 
 def _first_prev_action(space: gym.Space):
-    """The `prev_action` that encodes "no previous action" without `first`: one below
-    each categorical range (an all-zero one-hot, `tf.one_hot` of an index out of
-    range); zeros for a `Box`."""
+    """The `prev_action` meaning "none" without `first`: one below each categorical range
+    (an all-zero one-hot, `tf.one_hot` of an index out of range); zeros for a `Box`."""
     if isinstance(space, gym.spaces.Discrete):
         return int(space.start) - 1
     if isinstance(space, gym.spaces.MultiDiscrete):
@@ -84,8 +82,7 @@ class ExportedPolicy(tf.Module):
     """The thin module that is saved: the core's variables and five functions."""
 
     def __init__(self, core: ActorCriticCore, action_space: ActionSpace,
-                 observation_space: gym.Space, env_id: str,
-                 env_kwargs: Optional[Mapping[str, Any]] = None):
+                 observation_space: gym.Space, env: Dict[str, Any]):
         super().__init__(name='policy')
         space = action_space.space
         # A learned action repeat (`launch.environments.action_repeat`): the environment's action
@@ -116,7 +113,7 @@ class ExportedPolicy(tf.Module):
             **{f'state_{i}': tf.TensorSpec(s.shape, s.dtype, name=f'state_{i}')
                for i, s in enumerate(self._state_specs)},
         }
-        self.specs_json = json.dumps(self._specs(env_id, env_kwargs, observation_space, space))
+        self.specs_json = json.dumps(self._specs(env, observation_space, space))
         self.step = _concrete(lambda **kw: self._step(False, **kw), **inputs)
         self.step_deterministic = _concrete(lambda **kw: self._step(True, **kw), **inputs)
         self.policy_params = _concrete(self._policy_params, **inputs)
@@ -125,8 +122,7 @@ class ExportedPolicy(tf.Module):
         specs = self.specs_json
         self.specs = _concrete(lambda: {'specs': tf.constant(specs)})
 
-    def _specs(self, env_id: str, env_kwargs: Optional[Mapping[str, Any]],
-               observation_space: gym.Space, space: gym.Space) -> dict:
+    def _specs(self, env: Dict[str, Any], observation_space: gym.Space, space: gym.Space) -> dict:
         first = self._observations[0]
         if first.name == 'observation':  # one tensor (beside a mask): shape, dtype, its key
             observation = {'shape': first.spec.shape.as_list(), 'dtype': first.spec.dtype.name,
@@ -140,12 +136,7 @@ class ExportedPolicy(tf.Module):
             action.update(shape=spec.shape.as_list(), dtype=spec.dtype.name)
         mask = [p for p in self._observations if p.name == ACTION_MASK]
         return {
-            'env': env_id,
-            # gymnasium.make's keywords of the run (`--env_kwargs`): evaluating a Pong policy
-            # trained without sticky actions needs them again
-            # (each value's repr: Python literals, as `--env_kwargs` takes them, keep tuples)
-            **({'env_kwargs': {k: repr(v) for k, v in env_kwargs.items()}}
-               if env_kwargs else {}),
+            **env,  # `env` (the id) and `env_kwargs`
             'observation': observation,
             **({ACTION_MASK: {'shape': mask[0].spec.shape.as_list(), 'dtype': 'float32'}}
                if mask else {}),
@@ -224,11 +215,13 @@ class ExportedPolicy(tf.Module):
 def export_policy(core: ActorCriticCore, action_space: ActionSpace,
                   observation_space: gym.Space, env_id: str, output_dir: str,
                   env_kwargs: Optional[Mapping[str, Any]] = None) -> str:
-    """Writes the SavedModel to `output_dir` (replaced atomically); returns the path.
-    `env_kwargs` (the run's `--env_kwargs`, Python literals) are recorded in its specs.
+    """Writes the SavedModel to `output_dir` (replaced atomically); returns the path. Its
+    specs record `env_kwargs` (a run's `--env_kwargs`) as each value's repr (a literal).
     Traced in float32 whatever the run's `torso_precision`: any CPU runs the export."""
+    env = {'env': env_id, **({'env_kwargs': {k: repr(v) for k, v in env_kwargs.items()}}
+                             if env_kwargs else {})}
     with torsos.precision_scope('float32'):  # the signatures are traced here
-        module = ExportedPolicy(core, action_space, observation_space, env_id, env_kwargs)
+        module = ExportedPolicy(core, action_space, observation_space, env)
     parent = os.path.dirname(os.path.abspath(output_dir)) or '.'
     os.makedirs(parent, exist_ok=True)
     staging = tempfile.mkdtemp(prefix='.saved_model_', dir=parent)
@@ -239,8 +232,7 @@ def export_policy(core: ActorCriticCore, action_space: ActionSpace,
     names = ('initial_state', 'step', 'step_deterministic', 'policy_params', 'specs')
     tf.saved_model.save(module, os.path.join(staging, 'model'),
                         signatures={name: getattr(module, name) for name in names})
-    if os.path.exists(output_dir):
-        shutil.rmtree(output_dir)
+    shutil.rmtree(output_dir, ignore_errors=True)
     os.replace(os.path.join(staging, 'model'), output_dir)
     shutil.rmtree(staging)
     return output_dir
@@ -249,8 +241,8 @@ def export_policy(core: ActorCriticCore, action_space: ActionSpace,
 def export_run_policy(core: ActorCriticCore, action_space: ActionSpace,
                       observation_space: gym.Space, options: RunOptions,
                       path: Optional[str] = None) -> Optional[str]:
-    """A run's policy as `path` (default `<logdir>/saved_model`), recording its env and
-    env_kwargs; None (with a warning) if unsupported."""
+    """A run's policy (its env and env_kwargs recorded) as `path` (default
+    `<logdir>/saved_model`); None (with a warning) if unsupported."""
     try:
         return export_policy(core, action_space, observation_space, options.env,
                              path or os.path.join(options.logdir, 'saved_model'),
@@ -261,10 +253,8 @@ def export_run_policy(core: ActorCriticCore, action_space: ActionSpace,
 
 
 def restore_core(logdir: str, checkpoint_path: Optional[str] = None):
-    """Rebuilds a run's learner from `<logdir>/run_config.json` and restores a checkpoint.
-
-    Returns (core, action space, observation space, env id).
-    """
+    """Rebuilds a run's learner from `<logdir>/run_config.json` and restores a checkpoint:
+    returns (core, action space, observation space, env id)."""
     run = rundir.read_run_config(logdir)
     if run is None:
         raise ExportError(f'{logdir!r} has no {rundir.RUN_CONFIG}: not a run directory')

@@ -56,10 +56,9 @@ class PolicyState:
         """With a learned action repeat: how many times to take the action (`[B]` int,
         or an int for one observation); None otherwise."""
         repeats = self.core.get('prev_step_mul')
-        if repeats is None:
-            return None
-        repeats = np.asarray(repeats)
-        return repeats if self.batched else int(repeats[0])
+        if repeats is None or self.batched:
+            return None if repeats is None else np.asarray(repeats)
+        return int(np.asarray(repeats)[0])
 
 
 def _at(nest: Any, path: Sequence[Any]) -> Any:
@@ -102,9 +101,8 @@ def _rows(value: Any, batch: int, dtype) -> np.ndarray:
 
 
 def _legacy_parts(specs: Dict[str, Any]) -> Tuple[list, list]:
-    """`observation_inputs` and `action_outputs` of an export from before the `first`
-    input: `observation` (the masked Dict's other member `key`), `action_mask`, and one
-    `action` whose previous value is `prev_action`."""
+    """`observation_inputs`, `action_outputs` of an export from before `first`: `observation`
+    (a masked Dict's other member `key`), `action_mask`, one `action` (`prev_action`)."""
     observation = specs['observation']
     key = observation.get('key')
     inputs = [{'name': 'observation', 'path': [key] if key else [],
@@ -144,21 +142,13 @@ class Policy:
         """The environment the policy was trained on."""
         return self.specs['env']
 
-    @property
-    def env_kwargs(self) -> Dict[str, Any]:
-        """gymnasium.make's keywords of the run that trained it (`--env_kwargs`; {} when the
-        run gave none or the export predates their recording)."""
-        return {k: ast.literal_eval(v) for k, v in self.specs.get('env_kwargs', {}).items()}
-
     def environment(self, env_id: Optional[str] = None,
                     env_kwargs: Optional[Dict[str, Any]] = None) -> Tuple[str, Dict[str, Any]]:
-        """(id, keywords) to make the environment to play with: `env_id` or the recorded
-        one; `env_kwargs` when given (non-empty), else the recorded ones for the recorded
-        environment (none for another)."""
+        """(id, gymnasium.make's keywords) to play in: `env_id` or the recorded id; the given
+        `env_kwargs`, else the run's recorded `--env_kwargs` for the recorded id only."""
+        recorded = {k: ast.literal_eval(v) for k, v in self.specs.get('env_kwargs', {}).items()}
         env_id = env_id or self.env_id
-        if env_kwargs:
-            return env_id, dict(env_kwargs)
-        return env_id, self.env_kwargs if env_id == self.env_id else {}
+        return env_id, dict(env_kwargs or (recorded if env_id == self.env_id else {}))
 
     def initial_state(self, batch_size: int = 1) -> Dict[str, tf.Tensor]:
         """The core state at the start of `batch_size` episodes (`step`'s state)."""

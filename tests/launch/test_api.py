@@ -170,7 +170,7 @@ def test_typed_keywords_reach_the_run_unchanged(short_run):
     assert result.env_id == 'python/cart_pole'
     assert made and all(kwargs == ENV_KWARGS for kwargs in made)
     assert type(made[0]['pair']) is tuple and type(made[0]['names']) is list
-    recorded = result.policy.env_kwargs  # in the exported specs, for launch/evaluate.py
+    recorded = result.policy.environment()[1]  # in the exported specs, for evaluate.py
     assert recorded == ENV_KWARGS and type(recorded['pair']) is tuple
     config = result.summary['config']
     assert config['optimizer']['learning_rate'] == LEARNING_RATE  # the same float, bit for bit
@@ -193,14 +193,19 @@ def test_a_callback_stops_the_run_as_a_target_return_does(short_run):
     assert [p.learner_steps for p in seen] == sorted(p.learner_steps for p in seen)
 
 
+# Episode i of the predict test is cut at LIMITS[i] steps: the rows' episodes end apart
+# even where the policy balances the pole to the end (500) on every seed.
+LIMITS = (150, 300, 500)
+
+
 def predict_episodes(policy, seeds, batched: bool):
-    """Greedy returns of `predict`, one environment per seed: one at a time, or all as one
-    batch, each row started again (`episode_start`) once its episode ends until every
-    seed has finished one episode."""
+    """Greedy returns of `predict`, one environment per seed (seed i cut at LIMITS[i]):
+    one at a time, or all as one batch, each row started again (`episode_start`) once its
+    episode ends until every seed has finished one episode."""
     if not batched:
         returns = []
-        for seed in seeds:
-            env = gym.make('CartPole-v1')
+        for seed, limit in zip(seeds, LIMITS):
+            env = gym.make('CartPole-v1', max_episode_steps=limit)
             observation, _ = env.reset(seed=seed)
             state, reward, done, total = None, None, False, 0.0
             while not done:
@@ -209,7 +214,7 @@ def predict_episodes(policy, seeds, batched: bool):
                 total, done = total + reward, terminated or truncated
             returns.append(total)
         return returns
-    envs = [gym.make('CartPole-v1') for _ in seeds]
+    envs = [gym.make('CartPole-v1', max_episode_steps=limit) for limit in LIMITS[:len(seeds)]]
     observations = np.stack([env.reset(seed=seed)[0] for env, seed in zip(envs, seeds)])
     rewards, starts = np.zeros(len(seeds)), np.zeros(len(seeds), bool)
     totals, returns, state = np.zeros(len(seeds)), [None] * len(seeds), None
@@ -228,13 +233,15 @@ def predict_episodes(policy, seeds, batched: bool):
 def test_predict_plays_as_the_library_one_at_a_time_and_batched(short_run):
     """Against the library's own greedy policy (first step marked, previous action and
     reward fed): the same returns, also as one batch restarted row by row. The policy
-    is recurrent and has learned, so its episodes differ in length."""
+    is recurrent and has learned; its episodes end apart (LIMITS)."""
     from tests.conftest import library_greedy_returns
 
     result, _, _ = short_run
     core, action_space, _, env_id = export.restore_core(result.logdir)
     seeds = [100, 101, 102]
-    expected = library_greedy_returns(core, action_space, 'CartPole-v1', seeds)
+    expected = [library_greedy_returns(core, action_space, 'CartPole-v1', [seed],
+                                       gym.make('CartPole-v1', max_episode_steps=limit))[0]
+                for seed, limit in zip(seeds, LIMITS)]
     assert len(set(expected)) > 1 and max(expected) > 50, expected
     assert predict_episodes(result.policy, seeds, batched=False) == expected
     assert predict_episodes(result.policy, seeds, batched=True) == expected
