@@ -185,15 +185,18 @@ class PopArtLinear(snt.Linear):
 
 def update_by_task(layer: PopArtLinear, targets: tf.Tensor, mask: tf.Tensor,
                    task: tf.Tensor) -> None:
-    """Merges a batch of targets `[T, B]` (valid where `mask` `[T, B]` is 1) into `layer`'s
-    statistics: all into its one group, or each into the group of its task (`task`
-    `[T, B]`) when the layer has one group per task."""
-    groups = layer.groups
-    targets, mask = tf.reshape(targets, [-1, 1]), tf.reshape(mask, [-1, 1])
-    if groups > 1:  # every target offered to every group, valid in its task's only
-        targets = tf.tile(targets, [1, groups])
-        mask = mask * tf.one_hot(tf.reshape(task, [-1]), groups)
-    layer.update(targets, mask)
+    """Merges a batch of targets `[T, B]`, or `[T, B, n]` of n components (valid where
+    `mask` `[T, B]` is 1), into `layer`'s statistics: component k's into group k, or,
+    when the layer has a block of n groups per task (`groups` = tasks x n, task-major),
+    each into its component's group in the block of its task (`task` `[T, B]`)."""
+    n = targets.shape[-1] if targets.shape.rank == 3 else 1
+    tasks = layer.groups // n
+    # Every target offered to its component's group in every block, valid in its task's.
+    targets = tf.tile(tf.reshape(targets, [-1, n]), [1, tasks])
+    valid = tf.reshape(mask, [-1, 1, 1]) * tf.ones([1, 1, n])
+    if tasks > 1:
+        valid *= tf.one_hot(tf.reshape(task, [-1]), tasks)[:, :, None]
+    layer.update(targets, tf.reshape(valid, [-1, tasks * n]))
 
 
 def task_metric_names(num_tasks: int) -> Tuple[str, ...]:

@@ -189,13 +189,8 @@ class CLEARLearner(LearnerBase):
         if not head.normalized_output:
             return {}
         update_by_task(head, vs_t, mask_t, task_t)
-        if signal_vs_t is not None:  # each target offered to its component in every task,
-            n = signal_vs_t.shape[-1]  # valid in its own task's
-            tasks = self.signal_values.groups // n
-            in_task = tf.one_hot(tf.reshape(self._signal_task(task_t), [-1]), tasks)
-            valid = in_task[:, :, None] * tf.reshape(mask_t, [-1, 1, 1]) * tf.ones([1, 1, n])
-            self.signal_values.update(tf.tile(tf.reshape(signal_vs_t, [-1, n]), [1, tasks]),
-                                      tf.reshape(valid, [-1, tasks * n]))
+        if signal_vs_t is not None:
+            update_by_task(self.signal_values, signal_vs_t, mask_t, task_t)
         return {**head.metrics(), **task_metrics(head)}
 
     @tf.function(autograph=False)  # no tensor-dependent Python control flow; tracing is ~3x faster
