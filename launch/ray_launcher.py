@@ -13,7 +13,6 @@ the driver stops the learner (which checkpoints), the actors, then the
 replay server (which checkpoints its tables). Design notes: docs/ray.md.
 """
 
-import collections
 import os
 import socket
 import sys
@@ -22,16 +21,17 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from absl import logging
 
-from reverb_agents.launch import isolation, roles, rundir
+from reverb_agents.launch import isolation, ray_resources, roles, rundir
 from reverb_agents.launch.options import RunOptions
 
 CONNECT_TIMEOUT_S = 10.0  # an address given with --ray_address must answer within this
-PLACEMENT_TIMEOUT_S = 60.0
+PLACEMENT_TIMEOUT_S = 60.0  # the replay server's and the learner's placement group
+# A role's process imports TensorFlow before it answers: minutes on a loaded machine.
+START_TIMEOUT_S = 600.0
 MAX_RESTARTS = 100  # per role actor; a role crashing this often is a bug, not bad luck
 
 
-class RayLaunchError(ValueError):
-    """A cluster or request this launcher cannot run (one error line)."""
+RayLaunchError = ray_resources.RayLaunchError
 
 
 class RoleHost:
@@ -156,21 +156,6 @@ def connect(address: str, num_cpus: float) -> None:
                              f'{str(e).splitlines()[0]}') from None
 
 
-def _check_resources(num_actors: int, actor_cpus: float, actor_resources: Dict[str, float],
-                     learner_resources: Dict[str, float], learner_gpus: int) -> None:
-    import ray
-    total = ray.cluster_resources()
-    needed = collections.Counter({'CPU': 2 + num_actors * actor_cpus, 'GPU': learner_gpus})
-    needed.update({name: num_actors * amount for name, amount in actor_resources.items()})
-    needed.update(learner_resources)
-    short = [f'{name} {amount:g} (it has {total.get(name, 0):g})'
-             for name, amount in needed.items() if amount and total.get(name, 0) < amount]
-    if short:
-        raise RayLaunchError(
-            f'the Ray cluster is too small for the replay server, the learner and '
-            f'{num_actors} actors: they need ' + ', '.join(short))
-
-
 def run(options: RunOptions, config: Any, num_actors: int, address: str, actor_cpus: float,
         actor_resources: str, learner_resources: str, learner_gpus: int, connect_timeout_s: float,
         reconnect_timeout_s: float, replay_checkpoint_interval_s: float
@@ -192,13 +177,15 @@ def run(options: RunOptions, config: Any, num_actors: int, address: str, actor_c
     try:
         if learner_gpus < 0:
             learner_gpus = 1 if ray.cluster_resources().get('GPU', 0) >= 1 else 0
-        _check_resources(num_actors, actor_cpus, resources, learner_node, learner_gpus)
+        ray_resources.check_totals(num_actors, actor_cpus, resources, learner_node,
+                                   learner_gpus)
         learner_bundle = {'CPU': 1, **learner_node, **({'GPU': learner_gpus} if learner_gpus
                                                        else {})}
         group = placement_group([{'CPU': 1}, learner_bundle], strategy='STRICT_PACK')
         if not group.wait(PLACEMENT_TIMEOUT_S):
             raise RayLaunchError('no node of the Ray cluster can hold the replay server and '
                                  f'the learner together: {dict(learner_bundle, CPU=2)}')
+        ray_resources.check_actor_nodes(group, num_actors, actor_cpus, resources)
         host = ray.remote(RoleHost)
         retries = dict(max_restarts=MAX_RESTARTS, max_task_retries=-1, max_concurrency=2)
 
@@ -235,18 +222,16 @@ def run(options: RunOptions, config: Any, num_actors: int, address: str, actor_c
 
 
 def _check_placed(actors: List[Any]) -> None:
-    """Raises `RayLaunchError` unless every actor started within PLACEMENT_TIMEOUT_S (the
-    cluster may have the CPUs in total, but not on the nodes with `--actor_resources`
-    once the replay server and the learner took theirs)."""
+    """Raises `RayLaunchError` unless every actor started within START_TIMEOUT_S (their
+    nodes were checked beforehand: what is left is a process that cannot start)."""
     import ray
     pending = {actor.devices.remote(): k for k, actor in enumerate(actors)}
-    ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=PLACEMENT_TIMEOUT_S)
+    ready, _ = ray.wait(list(pending), num_returns=len(pending), timeout=START_TIMEOUT_S)
     missing = sorted(k for ref, k in pending.items() if ref not in ready)
     if missing:
         raise RayLaunchError(
-            f'actors {missing} could not be placed within {PLACEMENT_TIMEOUT_S:.0f} s: the '
-            f'nodes with their resources lack free CPUs (--learner_resources pins the replay '
-            f'server and the learner elsewhere)')
+            f'actors {missing} did not start within {START_TIMEOUT_S:.0f} s although their '
+            f'nodes have the resources: see the Ray logs of those nodes')
 
 
 def _supervise(learner, learner_task, actors, actor_tasks, replay, replay_task

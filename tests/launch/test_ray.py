@@ -50,10 +50,13 @@ def test_clear_learns_cartpole_on_two_nodes_and_survives_a_killed_actor(cluster,
     cluster, actor_node = cluster
     logdir = str(tmp_path / 'run')
     # Stopped at the target (training mean and a greedy evaluation at 475), not the
-    # preset's whole budget: the final evaluation below must still reach it.
+    # preset's whole budget: the final evaluation below must still reach it. The
+    # feed-forward core of clear_cartpole_475_ff (16 environments in all, 3 of 4 rows
+    # replayed) gets there in about a quarter of the LSTM's env steps.
     process = _driver([f'--flagfile={PRESET}', f'--ray_address={cluster.address}',
                        '--actor_resources=actor_node=1', '--learner_resources=learner_node=1',
-                       '--log_interval_s=1', '--target_return=475'], logdir)
+                       '--log_interval_s=1', '--target_return=475', '--lstm_size=0',
+                       '--num_envs=8', '--replay_fraction=0.75'], logdir)
     lines, nodes, killed = [], {}, []
 
     def read():
@@ -96,12 +99,19 @@ def test_clear_learns_cartpole_on_two_nodes_and_survives_a_killed_actor(cluster,
                          'need CPU 10 (it has 4)'),
     (['--learner_gpus=1'], 'they need GPU 1 (it has 0)'),
     (['--actor_resources=tpu_node=1'], 'they need tpu_node 2 (it has 0)'),
+    # Enough in total, but the learner's node is the only one with actor_node, and the
+    # replay server and the learner take both of its CPUs.
+    (['--num_actors=1', '--actor_cpus=1.5', '--actor_resources=actor_node=1',
+      '--learner_resources=actor_node=1'], 'do not fit on the nodes that have their '
+                                          'resources once the replay server and the learner '
+                                          'took theirs: room for 0'),
 ])
 def test_a_cluster_that_cannot_run_the_roles_is_one_error_line(args, message, cluster, run_cli):
     cluster, _ = cluster
     started = time.monotonic()
+    args = args if any(a.startswith('--num_actors') for a in args) else ['--num_actors=2', *args]
     result = run_cli(['--agent=clear', '--launcher=ray', f'--ray_address={cluster.address}',
-                      '--num_actors=2', *args], timeout=120)
+                      *args], timeout=120)
     assert result.returncode == 1, result.stderr[-3000:]
     assert len(result.errors) == 1 and message in result.errors[0], result.stderr[-3000:]
     assert time.monotonic() - started < 60
