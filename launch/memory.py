@@ -31,6 +31,11 @@ from reverb_agents.replay.tables import QUEUE, REPLAY
 
 MEMORY_LIMIT_ENV = 'REVERB_AGENTS_MEMORY_LIMIT_BYTES'
 TABLE_FLAGS = {REPLAY: 'replay_size', QUEUE: 'queue_size'}  # the flag that sizes each table
+# The sizes are uncompressed: image frames shrink in Reverb's chunks (Atari Breakout's
+# 2,053 sequences of 84x84x4 frames, 1.2 GB by this count, checkpoint to 19 MB:
+# docs/design.md, "The replay's memory, said up front"), which the user may vouch for.
+COMPRESSED_HINT = (f' (sizes uncompressed: where the frames compress, {MEMORY_LIMIT_ENV}=<bytes> '
+                   f'lets a larger replay start)')
 
 
 def item_bytes(layout: ItemLayout) -> int:
@@ -118,7 +123,7 @@ def check_replay_memory(layout: ItemLayout, plan: DataPlan,
             f'{human_bytes(total / sequences)})')
     if total > available:
         raise TrainingError(f'{held} but {human_bytes(available)} of memory is available; '
-                            f'lower {flags}')
+                            f'lower {flags}{COMPRESSED_HINT}')
     warning = (f'{held}, more than half of the {human_bytes(available)} of memory available; '
                f'lower {flags} if the machine runs short')
     logging.warning(warning)

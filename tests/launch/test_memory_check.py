@@ -50,7 +50,9 @@ def test_a_million_frames_are_refused_on_a_24_gib_machine():
     total = layout.items(plan.replay_size) * memory.item_bytes(layout)
     assert str(refused.value) == (
         f'replay would hold ~{total / GB:.1f} GB (1,000,000 sequences x '
-        f'{per_sequence / 1000:.1f} kB) but 21.9 GB of memory is available; lower --replay_size')
+        f'{per_sequence / 1000:.1f} kB) but 21.9 GB of memory is available; lower --replay_size'
+        + memory.COMPRESSED_HINT)
+    assert memory.MEMORY_LIMIT_ENV in memory.COMPRESSED_HINT
     # A tenth of it fits in less than half: no line at all.
     small = registry.get('sac').data_plan(configs.from_flat(SACConfig, {'replay_size': 100_000}))
     assert memory.check_replay_memory(layout, small, available=available) is None
@@ -76,13 +78,13 @@ def test_both_tables_count_and_the_larger_share_names_its_flag():
     warning = memory.check_replay_memory(setup.layout, setup.plan, available=int(1.5 * total))
     assert 'more than half' in warning and warning.endswith('lower --replay_size if the '
                                                             'machine runs short')
-    with pytest.raises(rundir.TrainingError, match=r'lower --replay_size$'):
+    with pytest.raises(rundir.TrainingError, match=r'lower --replay_size \(sizes uncompressed'):
         memory.check_replay_memory(setup.layout, setup.plan, available=total - 1)
     assert memory.check_replay_memory(setup.layout, setup.plan, available=2 * total) is None
     # A queue as large as the replay: both flags, the larger first.
     config = configs.from_flat(CLEARConfig, {'replay_size': 5000, 'queue_size': 20_000})
     setup = cartpole_setup(config)
-    with pytest.raises(rundir.TrainingError, match=r'lower --queue_size or --replay_size$'):
+    with pytest.raises(rundir.TrainingError, match=r'lower --queue_size or --replay_size \('):
         memory.check_replay_memory(setup.layout, setup.plan, available=1000)
 
 
@@ -108,6 +110,7 @@ def test_the_command_line_refuses_with_one_line_before_writing(run_cli, tmp_path
     assert result.returncode == 1, result.stderr[-2000:]
     assert len(result.errors) == 1 and 'Traceback' not in result.stderr, result.stderr[-2000:]
     assert re.fullmatch(r'error: replay would hold ~[\d.]+ MB \(5,064 sequences x [\d.]+ kB\) '
-                        r'but 100\.0 kB of memory is available; lower --replay_size',
+                        r'but 100\.0 kB of memory is available; lower --replay_size \(sizes '
+                        r'uncompressed: .* lets a larger replay start\)',
                         result.errors[0]), result.errors[0]
     assert not os.path.exists(logdir)  # nothing written, not even the lock
