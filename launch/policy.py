@@ -56,9 +56,9 @@ class PolicyState:
         """With a learned action repeat: how many times to take the action (`[B]` int,
         or an int for one observation); None otherwise."""
         repeats = self.core.get('prev_step_mul')
-        if repeats is None or self.batched:
-            return None if repeats is None else np.asarray(repeats)
-        return int(np.asarray(repeats)[0])
+        if repeats is None:
+            return None
+        return np.asarray(repeats) if self.batched else int(np.asarray(repeats)[0])
 
 
 def _at(nest: Any, path: Sequence[Any]) -> Any:
