@@ -14,7 +14,8 @@ first frame of an episode repeated where the stack has no earlier ones yet
 frame counter, so `env_steps` counts frames as with the gymnasium path.
 
 What it does not do: a life loss as a terminal (`terminal_on_life_loss`: ALE
-continues the game where gymnasium's wrapper resets it), other `gym.make`
+continues the game where gymnasium's wrapper resets it), FIRE after each lost
+life (`fire_to_serve`), other `gym.make`
 keywords, an action repeat (`--step_mul`). Those are one error line.
 Evaluation environments stay gymnasium's (`setup.make_envs(evaluation=True)`).
 `num_threads`: ALE's worker threads (0: its own choice).
@@ -43,6 +44,9 @@ def _settings(env_id: str, env_kwargs: Mapping[str, Any]) -> Dict[str, Any]:
     if env_kwargs.get('terminal_on_life_loss'):
         raise EnvironmentSetupError('--vector_env=ale does not end episodes at a life loss '
                                     '(terminal_on_life_loss): use --vector_env=sync')
+    if env_kwargs.get('fire_to_serve'):
+        raise EnvironmentSetupError('--vector_env=ale does not press FIRE after a lost life '
+                                    '(fire_to_serve): use --vector_env=sync')
     registered = gym.spec(env_id).kwargs
     # The library's own defaults for its options: those of the gymnasium path.
     options = {name: parameter.default for name, parameter

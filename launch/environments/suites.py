@@ -12,7 +12,10 @@ and made with the wrappers that turn it into what the agents expect:
   bundled ROMs under gymnasium's `AtariPreprocessing` (noop starts, frame skip
   4 with max-pooling, 84x84 grey) and 4 stacked frames as the last axis,
   `[84, 84, 4]` uint8; sticky actions (0.25) as ALE v5. Life loss is not a
-  terminal unless `--env_kwargs=terminal_on_life_loss=True`; `frame_skip`,
+  terminal unless `--env_kwargs=terminal_on_life_loss=True`; FIRE is not
+  pressed for the policy unless `fire_to_serve=True` (after each reset and
+  each lost life: Breakout waits for it to serve, and a greedy policy that
+  never picks it plays on to the frame cap); `frame_skip`,
   `screen_size`, `noop_max` and `frame_stack` can be set the same way (the
   other `--env_kwargs` go to `gym.make`). Each step reports in
   `info['frames']` the emulator frames it took, so `env_steps` counts frames
@@ -34,13 +37,15 @@ from typing import Any, Dict, Optional, Tuple
 import gymnasium as gym
 import numpy as np
 
+from reverb_agents.launch.environments import EnvironmentSetupError
 from reverb_agents.launch.environments.action_repeat import FRAMES
 
 MINATAR, ATARI, MUJOCO = 'minatar', 'atari', 'mujoco'
 
 # Atari preprocessing options taken from `--env_kwargs` (`atari_wrappers`' arguments;
 # the rest go to `gym.make`).
-ATARI_OPTIONS = ('frame_skip', 'screen_size', 'noop_max', 'terminal_on_life_loss', 'frame_stack')
+ATARI_OPTIONS = ('frame_skip', 'screen_size', 'noop_max', 'terminal_on_life_loss', 'frame_stack',
+                 'fire_to_serve')
 
 
 class MissingExtraError(ImportError):
@@ -158,6 +163,37 @@ class _ReportFrames(gym.Wrapper):
         return observation, reward, terminated, truncated, dict(info, **{FRAMES: self._counter.frames})
 
 
+class FireToServe(gym.Wrapper):
+    """Presses FIRE once after each reset and after each lost life that does not end the
+    episode: its frames and reward belong to the reset or the step that lost the life."""
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        meanings = env.unwrapped.get_action_meanings()
+        if 'FIRE' not in meanings:
+            raise EnvironmentSetupError(f'fire_to_serve: {env.spec.id if env.spec else env} '
+                                        f'has no FIRE action (its actions: {meanings})')
+        self._fire = meanings.index('FIRE')
+        self._lives = 0
+
+    def reset(self, **kwargs):
+        observation, info = self.env.reset(**kwargs)
+        observation, _, terminated, truncated, info = self.env.step(self._fire)
+        if terminated or truncated:
+            observation, info = self.env.reset()
+        self._lives = self.env.unwrapped.ale.lives()
+        return observation, info
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        lives = self.env.unwrapped.ale.lives()
+        if lives < self._lives and not (terminated or truncated):
+            observation, served, terminated, truncated, info = self.env.step(self._fire)
+            reward += served
+        self._lives = lives
+        return observation, reward, terminated, truncated, info
+
+
 class StackLast(gym.ObservationWrapper):
     """`FrameStackObservation`'s `[k, H, W]` as `[H, W, k]`, the image torsos' layout."""
 
@@ -173,13 +209,16 @@ class StackLast(gym.ObservationWrapper):
 
 def atari_wrappers(env: gym.Env, frame_skip: int = 4, screen_size: int = 84,
                    noop_max: int = 30, terminal_on_life_loss: bool = False,
-                   frame_stack: int = 4) -> gym.Env:
+                   frame_stack: int = 4, fire_to_serve: bool = False) -> gym.Env:
     """An ALE env made with `frameskip=1` -> `[screen_size, screen_size, frame_stack]`
-    uint8 grey frames, each step `frame_skip` emulator frames (max of the last two)."""
+    uint8 grey frames, each step `frame_skip` emulator frames (max of the last two);
+    `fire_to_serve`: FIRE pressed after each reset and lost life (`FireToServe`)."""
     counter = _CountFrames(env)
     env = gym.wrappers.AtariPreprocessing(
         counter, noop_max=noop_max, frame_skip=frame_skip, screen_size=screen_size,
         terminal_on_life_loss=bool(terminal_on_life_loss), grayscale_obs=True,
         scale_obs=False)
+    if fire_to_serve:
+        env = FireToServe(env)
     env = _ReportFrames(env, counter)
     return StackLast(gym.wrappers.FrameStackObservation(env, int(frame_stack)))

@@ -48,6 +48,7 @@ def test_the_same_steps_as_the_gymnasium_path():
 @pytest.mark.parametrize('env_id,kwargs,message', [
     ('CartPole-v1', {}, '--vector_env=ale steps Atari games (ALE/<Game>-v5), not CartPole-v1'),
     ('ALE/Pong-v5', {'terminal_on_life_loss': True}, 'does not end episodes at a life loss'),
+    ('ALE/Breakout-v5', {'fire_to_serve': True}, 'does not press FIRE after a lost life'),
     ('ALE/Pong-v5', {'obs_type': 'rgb'}, "not ['obs_type']"),
 ])
 def test_what_it_cannot_do_is_one_error(env_id, kwargs, message):

@@ -80,6 +80,34 @@ def test_atari_life_loss_ends_an_episode_only_when_asked():
     assert lives < 5 and not (terminated and lives > 0)  # played on after losing lives
 
 
+def test_fire_to_serve_serves_the_ball_for_a_policy_that_never_fires():
+    """Breakout waits for FIRE: a policy that only plays NOOP keeps its 5 lives for ever
+    unless `fire_to_serve` serves each ball for it (then the ball is missed, again and
+    again, until the game ends)."""
+    def noop_play(**kwargs):
+        env = factory.make_env('ALE/Breakout-v5', {'repeat_action_probability': 0.0, **kwargs})
+        try:
+            env.reset(seed=0)
+            for step in range(2000):
+                _, _, terminated, truncated, info = env.step(0)
+                assert info['frames'] >= 1
+                if terminated or truncated:
+                    return step, env.unwrapped.ale.lives(), terminated
+            return step, env.unwrapped.ale.lives(), False
+        finally:
+            env.close()
+
+    _, lives, terminated = noop_play()
+    assert lives == 5 and not terminated
+    steps, lives, terminated = noop_play(fire_to_serve=True)
+    assert terminated and lives == 0 and steps < 2000
+
+
+def test_fire_to_serve_on_a_game_without_fire_is_one_error():
+    with pytest.raises(environments.EnvironmentSetupError, match='has no FIRE action'):
+        factory.make_env('ALE/Freeway-v5', {'fire_to_serve': True})
+
+
 def test_mujoco_environments_are_recognised_and_made():
     assert suites.suite_of('HalfCheetah-v5') == suites.MUJOCO
     assert suites.suite_of('CartPole-v1') is None
