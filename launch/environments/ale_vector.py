@@ -33,6 +33,9 @@ from reverb_agents.launch.environments.action_repeat import FRAMES
 # `--env_kwargs` this adapter takes: the library's Atari options, then ALE's own.
 OPTIONS = suites.ATARI_OPTIONS + ('repeat_action_probability', 'full_action_space',
                                   'max_num_frames_per_episode')
+# The library's Atari options ALE's vector env has no equivalent of: what it does not do.
+SYNC_ONLY = {'terminal_on_life_loss': 'does not end episodes at a life loss',
+             'fire_to_serve': 'does not press FIRE after a lost life'}
 
 
 def _settings(env_id: str, env_kwargs: Mapping[str, Any]) -> Dict[str, Any]:
@@ -41,12 +44,10 @@ def _settings(env_id: str, env_kwargs: Mapping[str, Any]) -> Dict[str, Any]:
     if unknown:
         raise EnvironmentSetupError(f'--vector_env=ale takes --env_kwargs {list(OPTIONS)}, '
                                     f'not {unknown}')
-    if env_kwargs.get('terminal_on_life_loss'):
-        raise EnvironmentSetupError('--vector_env=ale does not end episodes at a life loss '
-                                    '(terminal_on_life_loss): use --vector_env=sync')
-    if env_kwargs.get('fire_to_serve'):
-        raise EnvironmentSetupError('--vector_env=ale does not press FIRE after a lost life '
-                                    '(fire_to_serve): use --vector_env=sync')
+    for option, missing in SYNC_ONLY.items():
+        if env_kwargs.get(option):
+            raise EnvironmentSetupError(f'--vector_env=ale {missing} ({option}): '
+                                        f'use --vector_env=sync')
     registered = gym.spec(env_id).kwargs
     # The library's own defaults for its options: those of the gymnasium path.
     options = {name: parameter.default for name, parameter
