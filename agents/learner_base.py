@@ -84,11 +84,16 @@ class LearnerBase(contract.Learner):
                        optimizer: Optional[snt.Optimizer] = None) -> tf.Tensor:
         """Clips by global norm and applies `optimizer` (default the learner's), counting
         nothing; returns the pre-clip global norm."""
+        optimizer = optimizer or self.optimizer
+        slots = getattr(optimizer, 'm', None) or getattr(optimizer, 'mom', None)
+        if slots and len(slots) < len(variables):  # Sonnet would skip the rest silently
+            raise ValueError(f'the optimiser has slots for {len(slots)} variables, the step '
+                             f'applies {len(variables)}: create_slots() saw fewer')
         grad_norm = tf.linalg.global_norm(gradients)
         if self.config.optimizer.clip_grad_norm:
             gradients, _ = tf.clip_by_global_norm(gradients, self.config.optimizer.clip_grad_norm,
                                                   use_norm=grad_norm)
-        (optimizer or self.optimizer).apply(gradients, variables)
+        optimizer.apply(gradients, variables)
         return grad_norm
 
     def _apply(self, gradients: List[tf.Tensor], variables: List[tf.Variable],

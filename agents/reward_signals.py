@@ -52,6 +52,7 @@ import sonnet as snt
 import tensorflow as tf
 
 from reverb_agents.agents.configs import field, require
+from reverb_agents.agents.slots import create_slots
 from reverb_agents.networks.cores import CoreInputs
 from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.observations import ObservationTorso, observation_spec
@@ -483,8 +484,10 @@ class RewardSignals(snt.Module):
         """Builds every model on a batch `[N, ...]` (before a checkpoint restore)."""
         if 'curiosity' in self.names:
             self.curiosity.losses(observation, action, observation)
+            create_slots(self.curiosity_optimizer, self.curiosity.trainable_variables)
         if 'gail' in self.names:
             self.gail.logits(self.gail.inputs(observation, action))
+            create_slots(self.gail_optimizer, self.gail.trainable_variables)
 
     def _update_mean_square(self, reward: tf.Tensor, mask: tf.Tensor, count: tf.Tensor
                             ) -> tf.Tensor:

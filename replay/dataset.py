@@ -28,6 +28,13 @@ class Batch(NamedTuple):
     table_size: Optional[tf.Tensor] = None  # [B] int64 items in the table at sampling
 
 
+def _as_graph(function: Callable) -> Callable:
+    """`function` traced as written: these maps hold no Python control flow on tensors,
+    and AutoGraph's conversion of them (and of everything they call) was most of a
+    small run's dataset set-up (docs/benchmarks.md#start-up)."""
+    return tf.autograph.experimental.do_not_convert(function)
+
+
 def item_dataset(server_address: str, table: str, signature: trajectory.Sequence,
                  **kwargs) -> tf.data.Dataset:
     """`reverb.ReplaySample`s of one table, one item each, `data` a `Sequence`.
@@ -37,8 +44,8 @@ def item_dataset(server_address: str, table: str, signature: trajectory.Sequence
     read `table_dataset`, which unpacks once per batch.
     """
     packing = Packing(signature)
-    return _packed_items(server_address, table, packing, **kwargs).map(
-        lambda sample: sample._replace(data=packing.unpack(sample.data)))
+    return _packed_items(server_address, table, packing, **kwargs).map(_as_graph(
+        lambda sample: sample._replace(data=packing.unpack(sample.data))))
 
 
 def _packed_items(server_address: str, table: str, packing: Packing,
@@ -64,8 +71,8 @@ def table_dataset(server_address: str, table: str, signature: trajectory.Sequenc
         num_workers_per_iterator=1,
         rate_limiter_timeout_ms=rate_limiter_timeout_ms)
     # Unpacking once per batch, not per item.
-    return dataset.batch(batch_size, drop_remainder=True).map(
-        lambda sample: (packing.unpack(sample.data), sample.info))
+    return dataset.batch(batch_size, drop_remainder=True).map(_as_graph(
+        lambda sample: (packing.unpack(sample.data), sample.info)))
 
 
 def _time_major(sequence: trajectory.Sequence, envs_per_item: int) -> trajectory.Sequence:
@@ -102,7 +109,7 @@ def mixed_dataset(server_address: str,
         parts.append(table_dataset(server_address, tables.REPLAY, signature, num_replayed,
                                    rate_limiter_timeout_ms))
     return tf.data.Dataset.zip(tuple(parts)).map(
-        batch_assembler(signature, num_fresh, num_replayed)).prefetch(prefetch)
+        _as_graph(batch_assembler(signature, num_fresh, num_replayed))).prefetch(prefetch)
 
 
 def items_per_batch(signature: trajectory.Sequence, batch_size: int,

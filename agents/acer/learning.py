@@ -47,6 +47,7 @@ from reverb_agents.agents.acer import losses
 from reverb_agents.agents.acer.config import ACERConfig
 from reverb_agents.agents.returns import transform_rewards
 from reverb_agents.agents.learner_base import LearnerBase
+from reverb_agents.agents.slots import create_slots
 from reverb_agents.networks.cores import ActorCriticCore, AgentOutput, CoreInputs
 from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.popart import scale_layer, task_metrics, update_by_task
@@ -84,6 +85,7 @@ class ACERLearner(LearnerBase):
         parts = core.parts
         # The head PopArt normalises: Q(x, .) when discrete, the SDN's V otherwise.
         self._value_head = parts.q_head if self._discrete else parts.baseline_head
+        create_slots(self.optimizer, core.trainable_variables)
 
     def _update_statistics(self, q_ret_t: tf.Tensor, mask_t: tf.Tensor,
                            task_t: tf.Tensor) -> Dict[str, tf.Tensor]:

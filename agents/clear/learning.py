@@ -45,7 +45,7 @@ Behavioural cloning adds the demonstrations' negative log-likelihood, and
 `pretrain()` trains the policy on demonstrations alone before any actor acts.
 """
 
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
@@ -54,6 +54,7 @@ from reverb_agents.agents import contract, returns, reward_signals, vtrace
 from reverb_agents.agents.clear import losses
 from reverb_agents.agents.clear.config import CLEARConfig
 from reverb_agents.agents.learner_base import LearnerBase
+from reverb_agents.agents.slots import create_slots
 from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
 from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.popart import PopArtLinear, task_metrics, update_by_task
@@ -98,6 +99,22 @@ class CLEARLearner(LearnerBase):
                 groups=n * tasks, step_size=config.popart_step_size,
                 count_per_group=tasks > 1, name='signal_values')
             self.signal_values(tf.zeros([1, core.features_size]))
+        create_slots(self.optimizer, self._learned_variables())
+        if self._pretraining:
+            create_slots(self.critic_optimizer, self._critic_variables())
+
+    def _learned_variables(self) -> Tuple[tf.Variable, ...]:
+        """What the learning step (and BC pre-training, the core's prefix of it) trains."""
+        variables = self.core.trainable_variables
+        if self.config.signals.intrinsic:
+            variables += self.signal_values.trainable_variables
+        return variables
+
+    def _critic_variables(self) -> Tuple[tf.Variable, ...]:
+        """What critic pre-training trains (`critic_pretrain_variables`)."""
+        if self.config.critic_pretrain_variables == 'all':
+            return self.core.trainable_variables
+        return self.core.parts.baseline_head.trainable_variables
 
     def phase(self) -> str:
         """'critic_pretrain' for the first `critic_pretrain_steps` steps, then 'learn'."""
@@ -155,10 +172,7 @@ class CLEARLearner(LearnerBase):
         inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first,
                             steps.task)
         mask_t = trajectory.valid_mask(steps.first)  # [T, B]
-        if self.config.critic_pretrain_variables == 'all':
-            variables = self.core.trainable_variables
-        else:
-            variables = self.core.parts.baseline_head.trainable_variables
+        variables = self._critic_variables()
         with tf.GradientTape() as tape:
             outputs, _ = self.core.unroll(inputs, batch.sequence.core_state)
             v_t = outputs.baseline[:-1]
@@ -266,9 +280,7 @@ class CLEARLearner(LearnerBase):
                 total += bc_strength * bc
                 signal_metrics.update({'bc/loss': bc, 'bc/strength': bc_strength})
 
-        variables = self.core.trainable_variables
-        if config.signals.intrinsic:
-            variables += self.signal_values.trainable_variables
+        variables = self._learned_variables()
         grad_norm = self._apply(tape.gradient(total, variables), variables, batch.replayed,
                                 tf.shape(mask_t)[0])
         signal_metrics.update(self._update_statistics(targets.vs, mask_t, steps.task[:-1],

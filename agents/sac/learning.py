@@ -77,6 +77,7 @@ import tensorflow as tf
 from reverb_agents.agents import prior as prior_lib
 from reverb_agents.agents import returns, reward_signals
 from reverb_agents.agents.learner_base import LearnerBase
+from reverb_agents.agents.slots import create_slots
 from reverb_agents.agents.sac import losses
 from reverb_agents.agents.sac.config import SACConfig, resolve_target_entropy
 from reverb_agents.networks.critics import CriticEnsemble
@@ -206,6 +207,9 @@ class SACLearner(LearnerBase):
         self.actor_optimizer = (None if self._critic_policy
                                 else self.make_optimizer(self.actor_learning_rate))
         self.alpha_optimizer = self.make_optimizer(self.alpha_learning_rate)
+        create_slots(self.optimizer, self.critics.trainable_variables)
+        create_slots(self.actor_optimizer, core.trainable_variables)
+        create_slots(self.alpha_optimizer, [self.log_alpha])
 
     def _create_critic_variables(self, observation_space) -> None:
         """Builds the critics (Sonnet builds lazily) and copies them to the targets."""

@@ -1,4 +1,9 @@
-"""The ACER learner step on small hand-made batches."""
+"""The ACER learner step on small hand-made batches.
+
+Tracing a learner's step is most of a test's time here, so a test that compares two
+steps of one configuration takes both with one learner, put back as built in between
+(`Rebuilt.fresh`), rather than building and tracing a second.
+"""
 
 import dataclasses
 
@@ -62,9 +67,34 @@ def make_batch(core, action_space, seed=0):
     return Batch(trajectory.Sequence(steps, core.initial_state(B)), tf.constant([False] * B))
 
 
+class Rebuilt:
+    """`make_learner(*args, **config)` built once; `fresh()` puts every variable the
+    learner owns (network, average network, optimiser slots, counters, PopArt
+    statistics, the learning rate) back as built and returns (learner, core, action
+    space): the state a new learner would start from, with its step already traced."""
+
+    def __init__(self, *args, **config):
+        self.made = make_learner(*args, **config)
+        self.initial = [(v, v.numpy()) for v in self.made[0].variables]
+
+    def fresh(self):
+        for variable, value in self.initial:
+            variable.assign(value)
+        self.made[0]._assigned.clear()  # `assign_rate`'s memo of the learning rate
+        return self.made
+
+
 @pytest.fixture(scope='module')
-def shared():
-    return make_learner()
+def recurrent():
+    """The default configuration (the average network unrolls from the stored state),
+    seeded so that its initial weights do not depend on the tests run before."""
+    tf.random.set_seed(0)
+    return Rebuilt()
+
+
+@pytest.fixture
+def shared(recurrent):
+    return recurrent.fresh()
 
 
 def test_every_metric_is_a_finite_scalar(shared):
@@ -94,14 +124,21 @@ def test_baseline_head_is_not_trained(shared):
         np.testing.assert_array_equal(b, v.numpy())
 
 
-def test_q_values_fit_rewards_without_discounting():
-    # Seeded, so the initial weights do not depend on the tests run before in the worker
-    # (one order ended at 0.22 of the first loss); seeds 0-5 end at 0.08-0.11.
+@pytest.fixture(scope='module')
+def undiscounted():
+    """No LSTM, no discounting, no entropy bonus, Q in the reward's units (PopArt's
+    normalised loss changes units as sigma moves), rewards scaled by 0.5 then clipped
+    to [-1, 1]. Seeded, so the initial weights do not depend on the tests run before
+    in the worker (one order ended at 0.22 of the first loss)."""
     tf.random.set_seed(0)
-    # In the reward's units (PopArt's normalised loss changes units as sigma moves).
-    learner, core, space = make_learner(0, learning_rate=1e-2, discounting=0.0, beta=0.0,
-                                        value_normalization='none')
-    batch = make_batch(core, space)
+    return Rebuilt(0, learning_rate=1e-2, discounting=0.0, beta=0.0,
+                   value_normalization='none', reward_clipping='abs_one', reward_scaling=0.5)
+
+
+def test_q_values_fit_rewards_without_discounting(undiscounted):
+    # Seeds 0-5 of the initial weights end at 0.06-0.07 of the first loss.
+    learner, core, space = undiscounted.fresh()
+    batch = make_batch(core, space)  # rewards in [0, 1): targets 0.5 r
     first = float(learner.step(batch)['loss/q'].numpy())
     for _ in range(40):
         last = float(learner.step(batch)['loss/q'].numpy())
@@ -118,17 +155,12 @@ def test_popart_learns_the_same_update_at_any_reward_scale(num_tasks):
     """Rewards x100 with the Q head's statistics x100: the same normalised Q loss and
     policy loss, the same update of every trainable weight, statistics x100. With a
     Q block per task, the same when only task 1's columns (and statistics) are x100."""
-    results, weights = [], None
+    results = []
     task = np.tile(np.array([0, 0, 1, 1], np.int32) if num_tasks == 2 else np.zeros(B, np.int32),
                    (T + 1, 1))
+    rebuilt = Rebuilt(0, learning_rate=1e-2, num_tasks=num_tasks)
     for scale in (1.0, 100.0):
-        learner, core, space = make_learner(0, learning_rate=1e-2, num_tasks=num_tasks)
-        if weights is not None:
-            for variable, value in zip(core.variables, weights):
-                variable.assign(value)
-            for average, variable in zip(learner.average_core.variables, core.variables):
-                average.assign(variable)
-        weights = [v.numpy() for v in core.variables]
+        learner, core, space = rebuilt.fresh()  # the same start for both
         task_scale = np.array([1.0, scale])[-num_tasks:]  # x100: the last task's
         _set_statistics(core.parts.q_head, 2.0 * task_scale, 3.0 * task_scale)
         batch = make_batch(core, space)
@@ -136,13 +168,14 @@ def test_popart_learns_the_same_update_at_any_reward_scale(num_tasks):
         batch = batch._replace(sequence=batch.sequence._replace(steps=steps._replace(
             reward=steps.reward * task_scale[task].astype(np.float32)
             if num_tasks == 2 else steps.reward * np.float32(scale), task=task)))
-        results.append((core, learner.step(batch)))
-    (core_a, metrics_a), (core_b, metrics_b) = results
+        metrics = learner.step(batch)
+        results.append(([v.numpy() for v in core.trainable_variables], metrics))
+    (weights_a, metrics_a), (weights_b, metrics_b) = results
     for name in ('loss/q', 'loss/policy'):
         np.testing.assert_allclose(metrics_a[name].numpy(), metrics_b[name].numpy(),
                                    rtol=1e-3, err_msg=name)
-    for a, b in zip(core_a.trainable_variables, core_b.trainable_variables):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-3, atol=1e-5, err_msg=a.name)
+    for a, b, v in zip(weights_a, weights_b, core.trainable_variables):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-5, err_msg=v.name)
     name = 'popart/task1/std' if num_tasks == 2 else 'popart/std'
     np.testing.assert_allclose(100.0 * metrics_a[name].numpy(), metrics_b[name].numpy(),
                                rtol=1e-4)
@@ -195,8 +228,10 @@ def test_rejects_action_nests():
         ACERLearner(core, space, ACERConfig(), lambda: core)
 
 
-@pytest.mark.parametrize('lstm_size', [8, 0])
-def test_continuous_sdn_step(lstm_size):
+def test_continuous_sdn_step():
+    # With an LSTM; the SDN's step without one is traced (and its losses checked against
+    # chainerrl's) by test_continuous_use_Q_opc_changes_only_the_policy_advantage.
+    lstm_size = 8
     space = ActionSpace(gym.spaces.Box(-2, 2, (2,)))
 
     def make_core():
@@ -326,7 +361,9 @@ def discrete_case(seed=3, **config):
     (`expected(**overrides)`: with config fields replaced)."""
     config = dict(dict(truncation_threshold=1.5, trust_region_delta=1e-3,
                        reward_clipping='none', reward_scaling=1.0), **config)
-    learner, core, space = make_learner(**config)
+    # No LSTM: the losses are compared on the network's outputs, whatever computes them
+    # (the average network's recurrent state has its own test below).
+    learner, core, space = make_learner(0, **config)
     rng = np.random.default_rng(seed)
     for v in learner.average_core.variables:
         if 'policy_head' in v.name:
@@ -351,27 +388,22 @@ def discrete_case(seed=3, **config):
 @pytest.mark.parametrize('use_Q_opc', [False, True])
 def test_discrete_use_Q_opc_changes_only_the_policy_advantage(use_Q_opc):
     """chainerrl: Q_opc replaces Q_ret in the policy's advantage only; the Q loss
-    regresses on Retrace Q_ret either way."""
-    learner, batch, expected = discrete_case(use_Q_opc=use_Q_opc)
+    regresses on Retrace Q_ret either way. The total is pi_loss_coef * (projected
+    policy loss - beta * entropy) + Q_loss_coef * Q loss: the entropy is inside
+    pi_loss_coef."""
+    learner, batch, expected = discrete_case(use_Q_opc=use_Q_opc, pi_loss_coef=2.5, beta=0.3,
+                                             Q_loss_coef=0.7)
     pi_loss, q_loss, total, active = expected()
     assert 0 < active < T * B  # the projection acts on some steps, not all
     # The batch tells the two targets apart, and only in the policy loss.
     other_pi_loss, other_q_loss, _, _ = expected(use_Q_opc=not use_Q_opc)
     assert abs(other_pi_loss - pi_loss) > 1e-2 * abs(pi_loss)
     np.testing.assert_allclose(other_q_loss, q_loss, rtol=1e-12)
-    metrics = learner.step(batch)
-    np.testing.assert_allclose(metrics['loss/q'].numpy(), q_loss, rtol=1e-4)
-    np.testing.assert_allclose(metrics['loss/policy'].numpy(), pi_loss, rtol=1e-4)
-    np.testing.assert_allclose(metrics['loss/total_loss'].numpy(), total, rtol=1e-4)
-
-
-def test_entropy_is_inside_pi_loss_coef():
-    """loss = pi_loss_coef * (projected policy loss - beta * entropy) + Q_loss_coef * Q loss."""
-    learner, batch, expected = discrete_case(pi_loss_coef=2.5, beta=0.3, Q_loss_coef=0.7)
-    _, q_loss, total, _ = expected()
     # By hand: pi_loss_coef 0 leaves the Q loss only, entropy included.
     np.testing.assert_allclose(expected(pi_loss_coef=0.0)[2], 0.7 * q_loss, rtol=1e-12)
     metrics = learner.step(batch)
+    np.testing.assert_allclose(metrics['loss/q'].numpy(), q_loss, rtol=1e-4)
+    np.testing.assert_allclose(metrics['loss/policy'].numpy(), pi_loss, rtol=1e-4)
     np.testing.assert_allclose(metrics['loss/total_loss'].numpy(), total, rtol=1e-4)
 
 
@@ -382,12 +414,16 @@ def _mean_kl(p_logits, q_logits):
 
 
 @pytest.mark.parametrize('average_network_state', ['stored', 'reset'])
-def test_average_network_unrolls_from_the_stored_state_or_from_zeros(average_network_state):
+def test_average_network_unrolls_from_the_stored_state_or_from_zeros(average_network_state,
+                                                                     recurrent):
     """Sequences that start mid-episode with a stored LSTM state: the trust region's
     KL(average || pi) is the average network's unrolled from that state ('stored', as
     the network), or from zeros ('reset', as chainerrl's replay resets its model)."""
-    tf.random.set_seed(0)  # initial weights independent of the tests run before
-    learner, core, space = make_learner(average_network_state=average_network_state)
+    if average_network_state == recurrent.made[0].config.average_network_state:
+        learner, core, space = recurrent.fresh()  # seeded as below
+    else:
+        tf.random.set_seed(0)  # initial weights independent of the tests run before
+        learner, core, space = make_learner(average_network_state=average_network_state)
     rng = np.random.default_rng(4)
     for v in learner.average_core.variables:
         if 'policy_head' in v.name:
@@ -604,11 +640,13 @@ def test_rewards_default_to_unchanged():
     assert (config.reward_clipping, config.reward_scaling) == ('none', 1.0)
 
 
-def test_rewards_are_scaled_then_clipped():
+def test_rewards_are_scaled_then_clipped(undiscounted):
     """`transform_rewards`' order: clip(r * scaling). With a zero Q head (Q = V = 0)
     and no discounting, Q_ret_t is the transformed r_t, so loss/q = mean(r'^2) / 2."""
-    learner, core, space = make_learner(0, reward_clipping='abs_one', reward_scaling=0.5,
-                                        discounting=0.0)
+    learner, core, space = undiscounted.fresh()
+    config = learner.config
+    assert (config.reward_clipping, config.reward_scaling, config.discounting) == (
+        'abs_one', 0.5, 0.0)
     for v in core.trainable_variables:
         if 'q_head' in v.name:
             v.assign(tf.zeros_like(v))

@@ -1,4 +1,9 @@
-"""The CLEAR learner step on small hand-made batches."""
+"""The CLEAR learner step on small hand-made batches.
+
+Tracing a learner's step is most of a test's time here (a step on these batches takes
+milliseconds), so tests of one configuration share a learner built once per module and
+put back as built (`Rebuilt.fresh`) rather than building and tracing their own.
+"""
 
 import re
 
@@ -22,13 +27,14 @@ METRICS = ['loss/policy_gradient', 'loss/baseline', 'loss/entropy', 'loss/policy
            'loss/value_cloning', 'loss/total_loss', 'grad_norm', 'learning_rate', 'entropy_cost']
 
 
-def make_learner(lstm_size=8, **config):
+def make_learner(lstm_size=8, normalize_observations=False, **config):
     action_space = ActionSpace(gym.spaces.Discrete(3))
     config = configs.from_flat(CLEARConfig, dict(lstm_size=lstm_size, hidden_sizes=(8,),
                                                   unroll_length=T, batch_size=B, **config))
     core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(8,), lstm_size=lstm_size,
                            value_normalization=config.value_normalization == 'popart',
-                           num_tasks=max(1, config.num_tasks))
+                           num_tasks=max(1, config.num_tasks),
+                           normalize_observations=normalize_observations)
     core.create_variables()
     return CLEARLearner(core, action_space, config), core, action_space
 
@@ -58,15 +64,49 @@ def make_batch(core, action_space, num_replayed, seed=0, on_policy=True):
     return Batch(trajectory.Sequence(steps, state), replayed)
 
 
+class Rebuilt:
+    """`make_learner(*args, **config)` built once; `fresh()` puts every variable the
+    learner owns (weights, optimiser slots, counters, PopArt statistics, the learning
+    rate) back as built and returns (learner, core, action space): the state a new
+    learner would start from, with its step already traced."""
+
+    def __init__(self, *args, **config):
+        self.made = make_learner(*args, **config)
+        self.initial = [(v, v.numpy()) for v in self.made[0].variables]
+
+    def fresh(self):
+        for variable, value in self.initial:
+            variable.assign(value)
+        self.made[0]._assigned.clear()  # `assign_rate`'s memo of the learning rate
+        return self.made
+
+
 @pytest.fixture(scope='module')
-def shared():
-    """One recurrent learner for the tests that only read metrics (tracing is slow)."""
-    return make_learner()
+def recurrent():
+    return Rebuilt()
+
+
+@pytest.fixture
+def shared(recurrent):
+    """The module's recurrent learner of the default configuration, as built."""
+    return recurrent.fresh()
+
+
+@pytest.fixture(scope='module')
+def feedforward():
+    """No LSTM, observations normalised (the configuration's default)."""
+    return Rebuilt(0, normalize_observations=True)
+
+
+@pytest.fixture(scope='module')
+def popart_learner():
+    """PopArt on raw rewards, statistics moved fully to each batch (step size 1)."""
+    return Rebuilt(0, reward_clipping='none', popart_step_size=1.0)
 
 
 @pytest.mark.parametrize('lstm_size', [8, 0])
-def test_every_metric_is_a_finite_scalar(lstm_size, shared):
-    learner, core, space = shared if lstm_size else make_learner(lstm_size)
+def test_every_metric_is_a_finite_scalar(lstm_size, shared, feedforward):
+    learner, core, space = shared if lstm_size else feedforward.fresh()
     steps_before = int(learner.num_steps.numpy())
     metrics = learner.step(make_batch(core, space, num_replayed=2))
     for name in METRICS:
@@ -104,9 +144,9 @@ def test_env_frames_count_fresh_rows_only(shared):
     assert int(learner.num_env_frames.numpy()) - before == T * (B - 3)
 
 
-def test_placeholder_steps_contribute_nothing():
+def test_placeholder_steps_contribute_nothing(shared):
     """Action and reward at a step followed by `first` (a final observation) are ignored."""
-    learner_a, core_a, space = make_learner()
+    learner_a, core_a, space = shared
     learner_a.learning_rate.assign(0.0)  # both steps see the same weights
     head = core_a.parts.baseline_head
     head_values = [v.numpy() for v in head.variables]  # PopArt rescales w, b
@@ -133,13 +173,29 @@ def test_linear_learning_rate_schedule(shared):
     learner.set_progress(0.0)
 
 
-def test_steps_fit_the_baseline_to_rewards_without_discounting():
-    # With discount 0 the V-trace target is the (scaled) reward itself, a fixed
-    # regression target (with discounting, bootstrapping on a fixed random batch
-    # need not converge).
-    # In the reward's units (PopArt's normalised loss changes units as sigma moves).
-    learner, core, space = make_learner(0, learning_rate=1e-2, entropy_cost=0.0, discounting=0.0,
-                                        value_normalization='none')
+@pytest.fixture(scope='module')
+def undiscounted():
+    """`undiscounted(reward_scaling, reward_clipping)`: as built, a learner without LSTM
+    or discounting, values in the reward's units (PopArt's normalised loss changes units
+    as sigma moves), no entropy bonus; one per reward transform, built when first asked
+    for. With discount 0 the V-trace target is the transformed reward itself."""
+    built = {}
+
+    def get(scaling, clipping):
+        if (scaling, clipping) not in built:
+            built[scaling, clipping] = Rebuilt(
+                0, discounting=0.0, reward_scaling=scaling, reward_clipping=clipping,
+                entropy_cost=0.0, value_normalization='none')
+        return built[scaling, clipping].fresh()
+
+    return get
+
+
+def test_steps_fit_the_baseline_to_rewards_without_discounting(undiscounted):
+    # A fixed regression target (with discounting, bootstrapping on a fixed random batch
+    # need not converge): here 0.5 r, rewards in [0, 1).
+    learner, core, space = undiscounted(0.5, 'abs_one')
+    learner.learning_rate.assign(1e-2)
     batch = make_batch(core, space, num_replayed=0)
     first = float(learner.step(batch)['loss/baseline'].numpy())
     for _ in range(30):
@@ -148,13 +204,12 @@ def test_steps_fit_the_baseline_to_rewards_without_discounting():
 
 
 @pytest.mark.parametrize('scaling, clipping', [(0.5, 'abs_one'), (1.0, 'none'), (0.1, 'soft_asymmetric')])
-def test_rewards_are_scaled_then_clipped_as_in_the_seed(scaling, clipping):
+def test_rewards_are_scaled_then_clipped_as_in_the_seed(scaling, clipping, undiscounted):
     # With discount 0 the V-trace target is the transformed reward, so the baseline
     # loss is 0.5 * sum (f(r) - V)^2 over valid steps with f the seed's transform:
     # clip(scaling * r). Rewards of 3 and -4 tell the orders apart (clip-then-scale
     # gives 0.5 and -0.5 for abs_one at 0.5; the seed gives 1 and -1).
-    learner, core, space = make_learner(0, discounting=0.0, reward_scaling=scaling,
-                                        reward_clipping=clipping)
+    learner, core, space = undiscounted(scaling, clipping)
     batch = make_batch(core, space, num_replayed=0)
     steps = batch.sequence.steps
     reward = np.where(np.arange(B)[None] % 2 == 0, 3.0, -4.0) * np.ones((T + 1, B))
@@ -192,11 +247,11 @@ def _set_statistics(head, mean, std):
     head.second_moment.assign([std ** 2 + mean ** 2])
 
 
-def test_popart_targets_losses_and_statistics_match_numpy():
+def test_popart_targets_losses_and_statistics_match_numpy(popart_learner):
     """On-policy (rho = 1), lambda 1: V-trace's targets are the discounted returns
     bootstrapped from V, in the reward's units; the baseline loss compares them
     with V in sigma units; the statistics then move to the targets' moments."""
-    learner, core, space = make_learner(0, reward_clipping='none', popart_step_size=1.0)
+    learner, core, space = popart_learner.fresh()
     head = core.parts.baseline_head
     _set_statistics(head, 2.0, 3.0)
     batch = make_batch(core, space, num_replayed=0)
@@ -221,12 +276,9 @@ def test_per_task_popart_puts_each_step_in_its_tasks_units():
     task = np.tile(np.array([0, 0, 1, 1], np.int32), (T + 1, 1))
     scale = np.where(task == 1, 100.0, 1.0).astype(np.float32)
     results = []
+    rebuilt = Rebuilt(0, reward_clipping='none', popart_step_size=1.0, num_tasks=2)
     for rewards_scale in (scale, np.ones_like(scale)):
-        learner, core, space = make_learner(0, reward_clipping='none', popart_step_size=1.0,
-                                            num_tasks=2)
-        if results:
-            for mine, theirs in zip(core.trainable_variables, results[0][3]):
-                mine.assign(theirs)
+        learner, core, space = rebuilt.fresh()  # the same start for both
         head = core.parts.baseline_head
         head.b.assign(head.b * 0.0)  # values 0 at first, whatever the task's scale
         stats = (np.array([2.0, 2.0 * rewards_scale[0, 2]]),
@@ -242,11 +294,10 @@ def test_per_task_popart_puts_each_step_in_its_tasks_units():
         vs = _numpy_discounted_returns(steps.reward[:-1], 0.99 * steps.discount[:-1], v[-1])
         mu, sigma = stats[0][task[:-1]], stats[1][task[:-1]]
         expected = 0.5 * np.sum(((vs - mu) / sigma - (v[:-1] - mu) / sigma) ** 2)
-        weights = [x.numpy() for x in core.trainable_variables]
         metrics = learner.step(Batch(trajectory.Sequence(steps, batch.sequence.core_state),
                                      batch.replayed))
-        results.append((metrics, expected, vs, weights))
-    (metrics, expected, vs, _), (unscaled, _, _, _) = results
+        results.append((metrics, expected, vs))
+    (metrics, expected, vs), (unscaled, _, _) = results
     np.testing.assert_allclose(metrics['loss/baseline'].numpy(), expected, rtol=1e-4)
     for name in ('loss/baseline', 'loss/policy_gradient'):
         np.testing.assert_allclose(metrics[name].numpy(), unscaled[name].numpy(), rtol=1e-3,
@@ -259,29 +310,27 @@ def test_per_task_popart_puts_each_step_in_its_tasks_units():
     assert float(metrics['popart/mean']) == float(metrics['popart/task0/mean'])
 
 
-def test_popart_learns_the_same_update_at_any_reward_scale():
+def test_popart_learns_the_same_update_at_any_reward_scale(popart_learner):
     """Rewards x100 with statistics x100 give the same normalised losses, the same
     update of every trainable weight, and statistics x100."""
-    learners, weights = [], None
+    results = []
     for scale in (1.0, 100.0):
-        learner, core, space = make_learner(0, reward_clipping='none', learning_rate=1e-2)
-        if learners:  # the same weights as the first learner's core had
-            for mine, theirs in zip(core.trainable_variables, weights):
-                mine.assign(theirs)
-        weights = [v.numpy() for v in core.trainable_variables]
+        learner, core, space = popart_learner.fresh()  # the same weights for both
+        learner.learning_rate.assign(1e-2)
         _set_statistics(core.parts.baseline_head, 2.0 * scale, 3.0 * scale)
         batch = make_batch(core, space, num_replayed=2)
         steps = batch.sequence.steps
         batch = Batch(trajectory.Sequence(
             steps._replace(reward=steps.reward * np.float32(scale)),
             batch.sequence.core_state), batch.replayed)
-        learners.append((learner, core, learner.step(batch)))
-    (_, core_a, metrics_a), (_, core_b, metrics_b) = learners
+        metrics = learner.step(batch)
+        results.append(([v.numpy() for v in core.trainable_variables], metrics))
+    (weights_a, metrics_a), (weights_b, metrics_b) = results
     for name in ('loss/baseline', 'loss/policy_gradient', 'loss/value_cloning'):
         np.testing.assert_allclose(metrics_a[name].numpy(), metrics_b[name].numpy(),
                                    rtol=1e-3, atol=1e-6, err_msg=name)
-    for a, b in zip(core_a.trainable_variables, core_b.trainable_variables):
-        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-3, atol=1e-5, err_msg=a.name)
+    for a, b, v in zip(weights_a, weights_b, core.trainable_variables):
+        np.testing.assert_allclose(a, b, rtol=1e-3, atol=1e-5, err_msg=v.name)
     np.testing.assert_allclose(100.0 * metrics_a['popart/std'].numpy(),
                                metrics_b['popart/std'].numpy(), rtol=1e-4)
 
@@ -328,7 +377,7 @@ def test_generalized_advantages_match_a_numpy_sum_across_episode_ends(lambda_):
 
 
 def test_gae_learner_learns_and_anneals_the_entropy_weight():
-    learner, core, space = make_learner(advantage='gae', gae_lambda=0.9, entropy_cost=0.05,
+    learner, core, space = make_learner(0, advantage='gae', gae_lambda=0.9, entropy_cost=0.05,
                                         entropy_cost_final=0.01, entropy_anneal_steps=4)
     batch = make_batch(core, space, num_replayed=2)
     costs = [float(learner.step(batch)['entropy_cost']) for _ in range(6)]
@@ -367,10 +416,10 @@ def _mc_error(learner, core, batch):
     return float(np.mean((g - v[:-1]) ** 2))
 
 
-@pytest.mark.parametrize('lstm_size', [0, 8])
-def test_critic_pretraining_moves_only_the_baseline_then_learning_goes_on(lstm_size):
-    learner, core, action_space = make_learner(lstm_size, critic_pretrain_steps=30,
-                                               learning_rate=0.05)
+def test_critic_pretraining_moves_only_the_baseline_then_learning_goes_on():
+    # With an LSTM: everything but the baseline head (torso, memory, policy head) stays
+    # bit-identical; a core without one has a subset of those variables and the same step.
+    learner, core, action_space = make_learner(8, critic_pretrain_steps=30, learning_rate=0.05)
     batch = make_batch(core, action_space, num_replayed=2)
     # Episodes end at the last step: the targets are pure Monte-Carlo returns, a fixed
     # regression target (a bootstrapped one moves with the baseline it trains).
@@ -445,8 +494,10 @@ def test_reward_signals_learn_in_the_step_with_their_own_value_outputs(tmp_path,
     rng = np.random.default_rng(0)
     path = write_episode(tmp_path / 'demos.npz', rng.uniform(-1, 1, (50, 3)).astype(np.float32),
                          rng.integers(0, 3, 50), OBS_SPACE, gym.spaces.Discrete(3))
+    # No LSTM: the signals do not depend on it (`_bc_loss` over recurrent windows is
+    # the BC pre-training test's).
     learner, core, space = make_learner(
-        curiosity_strength=0.5, curiosity_gamma=0.9, gail_strength=0.5, gail_gamma=0.5,
+        0, curiosity_strength=0.5, curiosity_gamma=0.9, gail_strength=0.5, gail_gamma=0.5,
         gail_demos=path, bc_demos=path, bc_strength=0.5)
     names = METRICS + list(reward_signals.CURIOSITY_METRICS + reward_signals.GAIL_METRICS
                            + reward_signals.BC_METRICS)
@@ -465,7 +516,7 @@ def test_reward_signals_learn_in_the_step_with_their_own_value_outputs(tmp_path,
     learner.signals.pretrained_steps.assign(7)
     saved = tf.train.Checkpoint(learner=learner).save(str(tmp_path / 'ckpt'))
     restored, _, _ = make_learner(
-        curiosity_strength=0.5, curiosity_gamma=0.9, gail_strength=0.5, gail_gamma=0.5,
+        0, curiosity_strength=0.5, curiosity_gamma=0.9, gail_strength=0.5, gail_gamma=0.5,
         gail_demos=path, bc_demos=path, bc_strength=0.5)
     tf.train.Checkpoint(learner=restored).restore(saved).assert_existing_objects_matched()
     for get in (lambda l: l.signal_values, lambda l: l.signals.curiosity,
@@ -542,22 +593,19 @@ def test_bc_pretraining_imitates_demonstrations_before_any_interaction(cartpole_
     steps = demos.transitions(demos.load_demos(path))
     inputs = CoreInputs(steps['observation'][:, None], (steps['prev_action'][:, None],),
                         steps['prev_reward'][:, None], steps['first'][:, None])
-    outputs, _ = core.unroll(inputs, core.initial_state(1))
+    # Compiled: unrolled eagerly, the loop over the 2500 steps takes seconds.
+    outputs, _ = tf.function(core.unroll, autograph=False)(inputs, core.initial_state(1))
     greedy = action_space.mode(outputs.policy_params)[0].numpy()[:, 0]
     assert np.mean(greedy == steps['action']) > 0.9  # the rule is ambiguous near 0
 
 
-def test_observation_normalisation_follows_the_batches():
+def test_observation_normalisation_follows_the_batches(feedforward):
     """`normalize` (the default): the core standardises vector observations with
     statistics each step updates from its batch before learning from it."""
-    action_space = ActionSpace(gym.spaces.Discrete(3))
-    config = configs.from_flat(CLEARConfig, dict(hidden_sizes=(8,), unroll_length=T,
-                                                  batch_size=B))
+    learner, core, action_space = feedforward.fresh()
+    config = learner.config
     assert config.normalize and configs.normalizes(config.normalize, OBS_SPACE)
-    core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(8,), lstm_size=0,
-                           normalize_observations=True)
-    core.create_variables()
-    learner = CLEARLearner(core, action_space, config)
+    assert configs.from_flat(CLEARConfig, {}).normalize
     batch = make_batch(core, action_space, num_replayed=0)
     observation = batch.sequence.steps.observation * 1000.0 + 50.0
     batch = Batch(trajectory.Sequence(batch.sequence.steps._replace(observation=observation),

@@ -1,4 +1,8 @@
-"""The SAC learner step on small hand-made batches, for every action type."""
+"""The SAC learner step on small hand-made batches, for every action type.
+
+Tracing a learner's step is most of a test's time here, so tests of one configuration
+share a learner built once per module and put back as built (`Rebuilt.fresh`).
+"""
 
 import dataclasses
 
@@ -38,6 +42,42 @@ def make_learner(space, **overrides):
     return SACLearner(core, action_space, config), action_space
 
 
+class Rebuilt:
+    """`build(*args, **overrides)` -> (learner, action space), built once; `fresh()` puts
+    every variable the learner owns (networks, target critics, temperatures, optimiser
+    slots, counters, learning rates) back as built and returns the pair: the state a new
+    learner would start from, with its step already traced."""
+
+    def __init__(self, build, *args, **overrides):
+        self.made = build(*args, **overrides)
+        self.initial = [(v, v.numpy()) for v in self.made[0].variables]
+
+    def fresh(self):
+        for variable, value in self.initial:
+            variable.assign(value)
+        self.made[0]._assigned.clear()  # `assign_rate`'s memo of the learning rates
+        return self.made
+
+
+@pytest.fixture(scope='module')
+def learners():
+    """Per action type, a learner of the default configuration but for the actor's and
+    the temperature's learning rates (and the continuous one's: target updates half way
+    every second step, observations normalised), each built when a test first asks for
+    it."""
+    built = {}
+    special = {'continuous': dict(target_update_tau=0.5, target_update_period=2,
+                                  normalize=True)}
+
+    def get(name):
+        if name not in built:
+            built[name] = Rebuilt(make_learner, SPACES[name], actor_learning_rate=2e-3,
+                                  alpha_learning_rate=3e-3, **special.get(name, {}))
+        return built[name].fresh()
+
+    return get
+
+
 def make_batch(action_space, n=1, seed=0, reward_size=0):
     rng = np.random.default_rng(seed)
     spec = trajectory.step_spec(observation_spec(OBS_SPACE), action_space.action_specs(),
@@ -55,8 +95,8 @@ def make_batch(action_space, n=1, seed=0, reward_size=0):
 
 
 @pytest.mark.parametrize('name', sorted(SPACES))
-def test_step_learns_finite_metrics_with_one_temperature_per_group(name):
-    learner, space = make_learner(SPACES[name])
+def test_step_learns_finite_metrics_with_one_temperature_per_group(name, learners):
+    learner, space = learners(name)
     batch = make_batch(space)
     groups = {'continuous': 1, 'discrete': 1, 'multi_discrete': 2, 'mixed': 2}[name]
     assert learner.log_alpha.shape == (groups,)
@@ -90,9 +130,9 @@ def test_target_entropy_defaults_and_overrides():
     np.testing.assert_allclose(np.exp(learner.log_alpha.numpy()), [0.5], rtol=1e-6)
 
 
-def test_target_critics_follow_with_tau_every_period_steps():
-    learner, space = make_learner(SPACES['continuous'], target_update_tau=0.5,
-                                  target_update_period=2)
+def test_target_critics_follow_with_tau_every_period_steps(learners):
+    learner, space = learners('continuous')
+    assert (learner.config.target_update_tau, learner.config.target_update_period) == (0.5, 2)
     batch = make_batch(space)
     start = [v.numpy().copy() for v in learner.target_critics.variables]
     np.testing.assert_allclose(start[0], learner.critics.variables[0].numpy())
@@ -209,8 +249,9 @@ def test_config_rejects_bad_values():
         SACConfig(online_fraction=1.0)
 
 
-def test_normalize_updates_the_statistics_the_actor_and_critics_see():
-    learner, space = make_learner(SPACES['continuous'], normalize=True)
+def test_normalize_updates_the_statistics_the_actor_and_critics_see(learners):
+    learner, space = learners('continuous')
+    assert learner.config.normalize
     batch = make_batch(space)
     learner.step(batch)
     learner.step(batch)
@@ -229,19 +270,42 @@ def test_n_step_learner_uses_longer_sequences():
     assert all(np.isfinite(float(v)) for v in metrics.values())
 
 
-def test_recurrent_sac_learns_from_burned_in_sequences():
-    burn_in, unroll = 2, 3
+BURN_IN, UNROLL = 2, 3
+
+
+def _recurrent_learner(**overrides):
+    """An LSTM actor that warms its state up over `BURN_IN` steps and learns from
+    `UNROLL`."""
     action_space = ActionSpace(SPACES['continuous'], squash=True)
     core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(16,), lstm_size=8,
                            condition_on_previous=True, baseline=False)
     core.create_variables()
     config = SACConfig(hidden_sizes=(16,), critic_hidden_sizes=(16, 16), lstm_size=8,
-                       burn_in=burn_in, unroll_length=unroll, batch_size=unroll * B)
+                       burn_in=BURN_IN, unroll_length=UNROLL, batch_size=UNROLL * B,
+                       **overrides)
+    return SACLearner(core, action_space, config), action_space
+
+
+@pytest.fixture(scope='module')
+def recurrent():
+    """`_recurrent_learner()`, its initial values seeded as the memory test seeds the
+    other learner it compares this one with."""
+    tf.random.set_seed(3)
+    return Rebuilt(_recurrent_learner)
+
+
+def _recurrent_batch(learner, action_space, seed=0):
+    batch = make_batch(action_space, n=learner.config.sequence_length - 1, seed=seed)
+    return batch._replace(sequence=batch.sequence._replace(
+        core_state=learner.core.initial_state(B)))
+
+
+def test_recurrent_sac_learns_from_burned_in_sequences(recurrent):
+    burn_in, unroll = BURN_IN, UNROLL
+    learner, action_space = recurrent.fresh()
+    core, config = learner.core, learner.config
     assert config.sequence_length == burn_in + unroll + 1
-    learner = SACLearner(core, action_space, config)
-    batch = make_batch(action_space, n=config.sequence_length - 1)
-    state = core.initial_state(B)
-    batch = batch._replace(sequence=batch.sequence._replace(core_state=state))
+    batch = _recurrent_batch(learner, action_space)
     lstm_before = [v.numpy().copy() for v in core.trainable_variables if 'lstm' in v.name]
     metrics = learner.step(batch)
     assert all(np.isfinite(float(v)) for v in metrics.values())
@@ -258,34 +322,32 @@ def test_recurrent_sac_learns_from_burned_in_sequences():
         SACConfig(unroll_length=3, batch_size=256)
 
 
-def _recurrent_learner(**overrides):
-    action_space = ActionSpace(SPACES['continuous'], squash=True)
-    core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(16,), lstm_size=8,
-                           condition_on_previous=True, baseline=False)
-    core.create_variables()
-    config = SACConfig(hidden_sizes=(16,), critic_hidden_sizes=(16, 16), lstm_size=8,
-                       unroll_length=2, batch_size=2 * B, **overrides)
-    return SACLearner(core, action_space, config), action_space
-
-
-def test_memory_learns_from_critics_adds_the_td_gradient_to_the_lstm():
+def test_memory_learns_from_critics_adds_the_td_gradient_to_the_lstm(recurrent):
     """Same start, same batch, same random draws: the LSTM moves the same way twice
     without the option and differently with it (the critics' loss reaches it)."""
-    def lstm_after_one_step(memory_learns_from_critics):
-        tf.random.set_seed(3)
-        learner, space = _recurrent_learner(
-            memory_learns_from_critics=memory_learns_from_critics)
+    def randomized(learner, space):
         for v in learner.core.variables + learner.critics.variables:
             v.assign(tf.random.stateless_normal(v.shape, [1, len(v.name)]) * 0.3)
-        batch = make_batch(space, n=2, seed=1)
-        batch = batch._replace(sequence=batch.sequence._replace(
-            core_state=learner.core.initial_state(B)))
+        return learner, space, [(v, v.numpy()) for v in learner.variables]
+
+    def lstm_after_one_step(learner, space, start):
+        for variable, value in start:  # every variable as it started, optimiser included
+            variable.assign(value)
+        batch = _recurrent_batch(learner, space, seed=1)
         tf.random.set_seed(4)
         learner.step(batch)
         return [v.numpy() for v in learner.core.trainable_variables if 'lstm' in v.name]
 
-    plain, again, with_critics = (lstm_after_one_step(False), lstm_after_one_step(False),
-                                  lstm_after_one_step(True))
+    option = randomized(*recurrent.fresh())
+    assert option[0].config.memory_learns_from_critics  # the default
+    tf.random.set_seed(3)  # as `recurrent` built its learner
+    without = randomized(*_recurrent_learner(memory_learns_from_critics=False))
+    # The two learners start from the same values, variable for variable.
+    assert len(without[2]) == len(option[2])
+    for (a, x), (b, y) in zip(without[2], option[2]):
+        np.testing.assert_array_equal(x, y, err_msg=f'{a.name} {b.name}')
+    plain, again, with_critics = (lstm_after_one_step(*without), lstm_after_one_step(*without),
+                                  lstm_after_one_step(*option))
     for a, b, c in zip(plain, again, with_critics):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
         assert not np.allclose(a, c, rtol=1e-6, atol=1e-7)
@@ -370,10 +432,10 @@ def test_three_step_targets_add_the_entropy_reward_at_every_step(name):
         entropy_reward[0, 0] + steps.reward[1, 0]), rel=1e-4, abs=1e-4)
 
 
-def test_actor_and_temperature_losses_average_over_valid_rows_only():
+def test_actor_and_temperature_losses_average_over_valid_rows_only(learners):
     """Rows 1 and 4 start at an episode's final observation (placeholders): the actor
     and temperature losses (and the metrics) are means over the four other rows."""
-    learner, space = make_learner(SPACES['multi_discrete'])
+    learner, space = learners('multi_discrete')
     _randomize(learner)
     alphas = np.array([0.5, 0.2])
     learner.log_alpha.assign(np.log(alphas))
@@ -477,10 +539,9 @@ def test_normalize_entropy_reward_subtracts_an_adaptive_mean_of_the_entropy():
 
 
 @pytest.mark.parametrize('name', sorted(SPACES))
-def test_step_reports_learning_rates_value_estimate_and_value_loss(name):
+def test_step_reports_learning_rates_value_estimate_and_value_loss(name, learners):
     from reverb_agents.agents.sac.learning import metric_names
-    learner, space = make_learner(SPACES[name], actor_learning_rate=2e-3,
-                                  alpha_learning_rate=3e-3)
+    learner, space = learners(name)
     metrics = {k: float(v) for k, v in learner.step(make_batch(space)).items()}
     assert set(metrics) == set(metric_names(learner.config, space))
     assert {'policy/learning_rate', 'policy/actor_learning_rate',
@@ -547,16 +608,31 @@ def _np_soft_q_log_policy(q, alphas, sizes):
     return [_np_log_softmax(qb / a) for qb, a in zip(branches, alphas)], branches
 
 
+@pytest.fixture(scope='module')
+def critic_policy_learners():
+    """Per action type, a critic-policy learner that discounts by 0.9 and scales the
+    rewards by 2, each built when a test first asks for it."""
+    built = {}
+
+    def get(name):
+        if name not in built:
+            built[name] = Rebuilt(make_critic_policy_learner, SPACES[name], discounting=0.9,
+                                  reward_scaling=2.0)
+        return built[name].fresh()
+
+    return get
+
+
 @pytest.mark.parametrize('name', sorted(BRANCHES))
-def test_critic_policy_targets_and_temperature_loss_match_alf_in_numpy(name):
+def test_critic_policy_targets_and_temperature_loss_match_alf_in_numpy(name,
+                                                                       critic_policy_learners):
     """discrete_policy='critic', against a numpy port of ALF's formulas: pi_b(.|s) =
     softmax(min_r Q_r,b(s, .) / alpha_b) of the *online* critics, V(s') = sum_a pi(a|s')
     (min_r Q'_r(s', a) - alpha log pi(a|s')) of the *target* critics (branch mean),
     y = scale r + gamma d V(s'); the temperature loss sum_b log alpha_b mean(H_b(s) -
     target_b) over valid rows; no actor loss. Row 0 terminates, row 2 is a placeholder."""
     sizes, alphas = BRANCHES[name], ALPHAS[name]
-    learner, space = make_critic_policy_learner(SPACES[name], discounting=0.9,
-                                                reward_scaling=2.0)
+    learner, space = critic_policy_learners(name)
     _randomize_critic_policy(learner, alphas)
     batch = make_batch(space, seed=3)
     steps = batch.sequence.steps
@@ -633,8 +709,9 @@ def test_critic_policy_core_logits_are_min_q_over_alpha(name):
         NumpyCore(core, space, seed=0)
 
 
-def test_critic_policy_trains_the_cores_critics_and_temperatures_and_checkpoints(tmp_path):
-    learner, space = make_critic_policy_learner(SPACES['multi_discrete'])
+def test_critic_policy_trains_the_cores_critics_and_temperatures_and_checkpoints(
+        tmp_path, critic_policy_learners):
+    learner, space = critic_policy_learners('multi_discrete')
     batch = make_batch(space)
     before = [v.numpy().copy() for v in learner.core.trainable_variables]
     targets_before = [v.numpy().copy() for v in learner.target_critics.variables]
@@ -648,8 +725,9 @@ def test_critic_policy_trains_the_cores_critics_and_temperatures_and_checkpoints
                zip(targets_before, learner.target_critics.variables))
     assert learner.actor_optimizer is None
     path = tf.train.Checkpoint(learner=learner).save(str(tmp_path / 'ckpt'))
-    restored, _ = make_critic_policy_learner(SPACES['multi_discrete'])
-    restored.step(make_batch(space, seed=9))  # builds the optimiser slots
+    # A new learner (its optimiser slots are made when it is built), never stepped.
+    restored, _ = make_critic_policy_learner(SPACES['multi_discrete'], discounting=0.9,
+                                             reward_scaling=2.0)
     tf.train.Checkpoint(learner=restored).restore(path).assert_consumed()
     for a, b in zip(learner.variables, restored.variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())

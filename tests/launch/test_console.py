@@ -19,7 +19,9 @@ import threading
 from reverb_agents.launch import console
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-SHORT = ['--num_steps=3000', '--eval_episodes=2']  # flags after the command override it
+# Flags after the command override it: a budget just past one round of the preset's
+# 64 environments x 20 steps (the learner's first batches come from it).
+SHORT = ['--num_steps=1500', '--eval_episodes=2']
 NOISE = ('[reverb/cc', 'Unable to register', 'cuda_dnn', 'cuda_fft', 'cuda_blas',
          'pending items alarmingly high', 'TF-TRT')
 

@@ -14,6 +14,7 @@ from reverb_agents.agents.acer.config import ACERConfig
 from reverb_agents.agents.clear.config import CLEARConfig
 from reverb_agents.launch import inprocess
 from reverb_agents.launch.options import RunOptions
+from reverb_agents.launch.policy import Policy, PolicyError
 
 
 # Budgets and reward transforms of launch/presets/clear_cartpole.flags and
@@ -119,12 +120,14 @@ def test_evaluate_cli_runs_the_saved_model(clear_run, run_script):
     assert json.loads(result.stdout.strip().splitlines()[-1])['return_mean'] >= 400
 
 
-@pytest.mark.parametrize('make_args,message', [
-    (lambda saved, tmp: [f'--saved_model={tmp}'], 'is not a SavedModel'),
-    (lambda saved, tmp: [f'--saved_model={saved}', '--env=Acrobot-v1'], 'policy expects shape'),
-])
-def test_evaluate_bad_input(clear_run, tmp_path, make_args, message, run_script):
+def test_evaluate_bad_input(clear_run, tmp_path, run_script):
     summary, _ = clear_run
-    result = run_script('evaluate', make_args(summary['saved_model'], tmp_path))
+    result = run_script('evaluate', [f'--saved_model={summary["saved_model"]}',
+                                     '--env=Acrobot-v1'])
     assert result.returncode == 1
-    assert len(result.errors) == 1 and message in result.errors[0], result.stderr[-2000:]
+    assert len(result.errors) == 1 and 'policy expects shape' in result.errors[0], \
+        result.stderr[-2000:]
+    # Loading a directory that is not a SavedModel raises the same PolicyError, which
+    # evaluate.py prints as its one error line as above: checked in this process.
+    with pytest.raises(PolicyError, match='is not a SavedModel'):
+        Policy(str(tmp_path))

@@ -1,7 +1,10 @@
 """`--launcher=multiprocess` and the roles, as real OS processes on loopback:
-actors, learner and replay server killed mid-run, resumption, bad input."""
+actors, learner and replay server killed mid-run, resumption, bad input. The
+learner-kill run also holds the roles to `launch/isolation.py`'s network namespace,
+with `tests/launch/test_network_isolation.py`'s checks."""
 
 import ast
+import importlib.util
 import json
 import os
 import re
@@ -23,9 +26,16 @@ RUN_PY = os.path.join(ROOT, 'launch', 'run.py')
 SMALL = ['--agent=clear', '--env=CartPole-v1', '--num_envs=4', '--lstm_size=8',
          '--hidden_sizes=16', '--batch_size=8', '--unroll_length=5', '--min_replay_size=8',
          '--queue_size=16', '--eval_episodes=2', '--log_interval_s=0.5',
-         '--checkpoint_interval_s=1', '--replay_checkpoint_interval_s=1']
+         '--checkpoint_interval_s=1', '--replay_checkpoint_interval_s=1',
+         '--connect_timeout_s=120']  # the roles start slowly on a loaded machine
 LEARNER_STEPS = re.compile(r'^\[learner\] .*env steps (\d+) .*learner steps (\d+) ')
 TIMEOUT_S = 240
+
+_SPEC = importlib.util.spec_from_file_location(
+    'network_checks', os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                   'test_network_isolation.py'))
+network_checks = importlib.util.module_from_spec(_SPEC)
+_SPEC.loader.exec_module(network_checks)
 
 
 class LauncherRun:
@@ -131,32 +141,39 @@ def read_summary(logdir):
 
 
 def test_killed_actor_and_replay_server_are_restarted_and_the_run_completes(runs, tmp_path):
-    """One run, two faults: an actor killed (restarted, acting again), then the replay
-    server killed (restarted from its checkpoint; learner and actors reconnect)."""
+    """One run, two faults: an actor killed (restarted, acting again) and, while it
+    restarts, the replay server killed (restarted from its checkpoint; the learner and
+    the actor that lived through it reconnect). Overlapping the restarts keeps the
+    steps taken before the kills, and so the budget, small."""
     logdir = str(tmp_path / 'run')
-    # Both kills land at 10k-15k env steps (about 8 s in); the rest runs on to the budget.
-    budget = 25000
+    # Both kills land within a second or two of the learner's first step (hundreds to a
+    # few thousand env steps); the rest of the budget, on the restarted server, leaves
+    # actor 0 seconds to start again and act before the run ends.
+    budget = 8000
     run = runs(logdir, *SMALL, '--num_actors=2', f'--num_steps={budget}')
     run.wait_for(LEARNER_STEPS.pattern)
-    os.kill(run.pid('actor 0'), signal.SIGKILL)
-    i, _ = run.wait_for(r'actor 0 exited with signal 9; restarting')
-    i, _ = run.wait_for(r'started actor 0 \(pid \d+, start 2\)', start=i)
-    # The new actor 0 acts and writes (its own progress line counts its steps).
-    i, _ = run.wait_for(r'^\[actor 0\] .*actor 0: env steps [1-9]', start=i)
-
-    _, checkpointed = run.wait_for(r"replay checkpoint .*tables held (\{.*'replay': [1-9].*\})",
-                                   start=i)
+    _, checkpointed = run.wait_for(r"replay checkpoint .*tables held (\{.*'replay': [1-9].*\})")
     held = tables(checkpointed)
+    os.kill(run.pid('actor 0'), signal.SIGKILL)
+    killed, _ = run.wait_for(r'actor 0 exited with signal 9; restarting')
     os.kill(run.pid('replay'), signal.SIGKILL)
-    i, _ = run.wait_for(r'replay exited with signal 9; restarting')
-    before = [e for e, _ in run.learner_steps()]
-    assert not before or before[-1] < budget, 'killed too late to tell: ' + run.output()
-    _, served = run.wait_for(r'replay server on port \d+; tables hold (\{.*\})', start=i)
+    i, _ = run.wait_for(r'replay exited with signal 9; restarting', start=killed)
+    before = run.learner_steps()
+    assert not before or before[-1][0] < budget, 'killed too late to tell: ' + run.output()
+    served_at, served = run.wait_for(r'replay server on port \d+; tables hold (\{.*\})', start=i)
     # At least what the checkpoint seen before the kill held (a later one may have followed).
     assert tables(served) >= held
 
-    # Learner and actors carry on with the new server, reconnecting by themselves.
+    # The new actor 0 acts and writes (its own progress line counts its steps).
+    i, _ = run.wait_for(r'started actor 0 \(pid \d+, start 2\)')
+    run.wait_for(r'^\[actor 0\] .*actor 0: env steps [1-9]', start=i)
+    # Learner and actor 1 carry on with the new server, reconnecting by themselves.
+    run.wait_for(r'^\[actor 1\] .*actor 1: the Reverb server at .* was away; reconnecting',
+                 start=killed)
     assert run.finish() == 0, run.output()
+    after = [s for line in run.lines[served_at:] for m in [LEARNER_STEPS.search(line)] if m
+             for s in [int(m.group(2))]]
+    assert after and after[-1] > (before[-1][1] if before else 0), run.output()
     summary = read_summary(logdir)
     assert summary['env_steps'] >= budget
     steps = [s for _, s in run.learner_steps()]
@@ -171,8 +188,23 @@ def test_killed_learner_resumes_from_its_checkpoint(runs, tmp_path):
     logdir = str(tmp_path / 'run')
     args = [*SMALL, '--num_actors=1', '--num_steps=1000000']
     first = runs(logdir, *args)
+    first.wait_for(r'^\[learner\] env steps [1-9]\d* of .*learner steps [1-9]')
+    # Training, every role in the launcher's network namespace (loopback only), none in
+    # this machine's: nothing the run listens on is reachable from outside it.
+    probe = tmp_path / 'probe'
+    probe.mkdir()
+    if network_checks._probe(probe, 'plain')['reason'] is None:  # else no namespaces here
+        tree = network_checks.process_tree(first.process.pid)
+        held = network_checks.socket_inodes(tree)
+        exposed = {inode: where for inode, where in network_checks.listening().items()
+                   if inode in held}
+        assert first.process.poll() is None, first.output()
+        assert len(tree) >= 4, tree  # the launcher, the replay server, the learner, an actor
+        assert not exposed, exposed
+        namespaces = {os.readlink(f'/proc/{pid}/ns/net') for pid in tree}
+        assert len(namespaces) == 1 and namespaces != {os.readlink('/proc/self/ns/net')}
+        first.wait_for(r'^\[replay\] network: isolated \(loopback only\)')
     # Wait for a learner checkpoint and a replay checkpoint holding replayed items.
-    first.wait_for(LEARNER_STEPS.pattern)
     checkpoints = os.path.join(logdir, 'checkpoints')
     deadline = time.monotonic() + TIMEOUT_S
     while not os.path.exists(os.path.join(checkpoints, 'checkpoint')):
@@ -217,7 +249,8 @@ def test_killed_learner_resumes_from_its_checkpoint(runs, tmp_path):
 ], ids=['acer', 'sac'])
 def test_every_agent_runs_multiprocess(runs, tmp_path, agent_args):
     logdir = str(tmp_path / 'run')
-    run = runs(logdir, *agent_args, '--num_actors=1', '--eval_episodes=1', '--log_interval_s=1')
+    run = runs(logdir, *agent_args, '--num_actors=1', '--eval_episodes=1', '--log_interval_s=1',
+               '--connect_timeout_s=120')
     assert run.finish() == 0, run.output()
     summary = read_summary(logdir)
     assert summary['learner_steps'] > 0 and summary['saved_model']

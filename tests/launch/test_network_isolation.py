@@ -3,6 +3,8 @@
 Real runs of `launch/run.py` as subprocesses; the test reads, from the machine's
 own network namespace, every listening TCP socket (`/proc/net/tcp`, `tcp6`) and
 the sockets the run's processes hold (`/proc/<pid>/fd`), and sends no traffic.
+A multi-process run's roles share the launcher's namespace: checked with these
+helpers on a run of `tests/launch/test_multiprocess.py` (its learner-kill test).
 """
 
 import ipaddress
@@ -281,21 +283,6 @@ def test_isolation_off_listens_on_all_interfaces_and_says_so_in_one_line(start_r
     assert [(address, p) for address, p in exposed.values() if not is_loopback(address)] == [
         (ipaddress.ip_address('::'), port)]
     assert run.lines.index(warnings[0]) < 5  # among the run's first lines
-
-
-def test_multiprocess_roles_share_the_launchers_namespace(start_run, isolation_available):
-    if not isolation_available:
-        pytest.skip('no network namespace on this kernel')
-    run = start_run(*SMALL, '--launcher=multiprocess', '--num_actors=1')
-    run.wait_for(re.compile(r'^\[learner\] env steps [1-9]\d* of .*learner steps [1-9]'))
-    tree = process_tree(run.process.pid)
-    exposed = run.exposed()
-    assert run.process.poll() is None, '\n'.join(run.lines)
-    assert len(tree) >= 4, tree  # the launcher, the replay server, the learner, an actor
-    assert not exposed
-    namespaces = {os.readlink(f'/proc/{pid}/ns/net') for pid in tree}
-    assert len(namespaces) == 1 and namespaces != {os.readlink('/proc/self/ns/net')}
-    run.wait_for(re.compile(r'^\[replay\] network: isolated \(loopback only\)'))
 
 
 def test_a_replay_role_started_alone_names_its_open_port(start_run):

@@ -9,11 +9,12 @@ from reverb_agents.agents.clear.config import CLEARConfig
 from reverb_agents.launch import inprocess
 from reverb_agents.launch.options import RunOptions
 
-# The network and optimiser of launch/presets/clear_minatarbreakout.flags, with CLEAR's
-# 50-50 batches (a quarter of its updates per frame: 4x the frames per second) and the
-# minimal action set, for 250k frames; value targets in the reward's units, as the preset
-# pins (it was measured before PopArt).
-CONFIG = dict(batch_size=32, unroll_length=20, replay_fraction=0.5, replay_size=20000,
+# The network and optimiser of launch/presets/clear_minatarbreakout.flags, with batches
+# three-quarters replayed (half the preset's updates per frame: it reaches the target in
+# about 50k frames, half the frames and three-quarters of the CPU time of 50-50 batches)
+# and the minimal action set, for at most 250k frames; value targets in the reward's
+# units, as the preset pins (it was measured before PopArt).
+CONFIG = dict(batch_size=32, unroll_length=20, replay_fraction=0.75, replay_size=20000,
               lstm_size=0, learning_rate=0.0006, entropy_cost=0.01,
               value_normalization='none')
 

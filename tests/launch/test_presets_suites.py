@@ -9,6 +9,7 @@ from tests.launch.test_presets import (
 
 def test_there_are_suite_presets():
     assert 'clear_minatarbreakout.flags' in trained_presets(suite=True)
+    assert 'clear_alepong.flags' not in _one_per_wiring(trained_presets(suite=True))
     assert 'sac_halfcheetah.flags' in trained_presets(suite=True)
     assert 'clear_cartpole.flags' not in trained_presets(suite=True)
 
@@ -25,8 +26,12 @@ def _one_per_wiring(names):
     from reverb_agents.launch.environments import suites
     kept, seen = [], set()
     for name in names:
-        flags = tuple(line for line in preset_lines(name) if not line.startswith(SET_BY_THE_RUN))
-        key = (flags, tuple(suites.suite_of(env) for env in preset_env_ids(name)))
+        kinds = tuple(suites.suite_of(env) for env in preset_env_ids(name))
+        # An Atari run's --env_kwargs is the short run's own (`run_a_few_hundred_steps`),
+        # in place of the preset's (sticky actions or not: one ALE option's value).
+        set_by_the_run = SET_BY_THE_RUN + (('--env_kwargs=',) if suites.ATARI in kinds else ())
+        flags = tuple(line for line in preset_lines(name) if not line.startswith(set_by_the_run))
+        key = (flags, kinds)
         if key not in seen:
             seen.add(key)
             kept.append(name)

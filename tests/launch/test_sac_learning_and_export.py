@@ -2,12 +2,12 @@
 ratio held by Reverb, a mixed discrete/continuous task, and the exported
 actor acting like the library's policy without the library."""
 
-import subprocess
-import sys
+import os
 
 import gymnasium as gym
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from reverb_agents.agents import configs, registry
 from reverb_agents.agents.sac.config import SACConfig
@@ -53,12 +53,9 @@ def test_exported_actor_acts_like_the_library_without_it(pendulum, tmp_path, com
     np.testing.assert_allclose(standalone, expected, rtol=1e-4)
     assert np.mean(expected) >= -400  # the trained actor, not an untrained one
     # Only the actor is exported: no critic variables in the SavedModel.
-    variables = subprocess.run(
-        [sys.executable, '-c', 'import sys, tensorflow as tf; print("\\n".join(n for n, _ in '
-         'tf.train.list_variables(sys.argv[1] + "/variables/variables")))',
-         summary['saved_model']], capture_output=True, text=True, timeout=300)
-    assert variables.returncode == 0, variables.stderr[-2000:]
-    assert 'policy_head' in variables.stdout and 'critic' not in variables.stdout
+    names = '\n'.join(name for name, _ in tf.train.list_variables(
+        os.path.join(summary['saved_model'], 'variables', 'variables')))
+    assert 'policy_head' in names and 'critic' not in names, names
 
 
 # --- a mixed discrete / continuous task ------------------------------------------
@@ -108,8 +105,9 @@ def random_policy_return(episodes=4000, seed=0):
 def test_mixed_actions_learn_far_above_random(tmp_path):
     random_return = random_policy_return()
     assert 0.15 < random_return < 0.25
-    # 2k env steps: 0.978 / 0.983 (seeds 0 / 1), as 3k's 0.973 / 0.993.
-    options = RunOptions(agent='sac', env='TargetReach-v0', num_envs=8, num_steps=2000, seed=0,
+    # 500 env steps (the first 256 random): 0.877 / 0.876 / 0.852 (seeds 0-2); 1k's
+    # 0.968 / 0.955 / 0.929, 2k's 0.978 / 0.983 (seeds 0 / 1).
+    options = RunOptions(agent='sac', env='TargetReach-v0', num_envs=8, num_steps=500, seed=0,
                          logdir=str(tmp_path), eval_episodes=50, log_interval_s=1000.0)
     config = SACConfig(hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64), batch_size=128)
     summary = inprocess.train(options, config)
