@@ -25,6 +25,7 @@ from reverb_agents.networks.observations import observation_spec
 from reverb_agents.replay import tables, trajectory
 from reverb_agents.replay.dataset import Batch
 from reverb_agents.replay.writer import SequenceWriter
+from tests.learners import Rebuilt
 
 T, B, A = 5, 4, 3
 OBS_SPACE = gym.spaces.Box(-1, 1, (3,), np.float32)
@@ -67,29 +68,12 @@ def make_batch(core, action_space, seed=0):
     return Batch(trajectory.Sequence(steps, core.initial_state(B)), tf.constant([False] * B))
 
 
-class Rebuilt:
-    """`make_learner(*args, **config)` built once; `fresh()` puts every variable the
-    learner owns (network, average network, optimiser slots, counters, PopArt
-    statistics, the learning rate) back as built and returns (learner, core, action
-    space): the state a new learner would start from, with its step already traced."""
-
-    def __init__(self, *args, **config):
-        self.made = make_learner(*args, **config)
-        self.initial = [(v, v.numpy()) for v in self.made[0].variables]
-
-    def fresh(self):
-        for variable, value in self.initial:
-            variable.assign(value)
-        self.made[0]._assigned.clear()  # `assign_rate`'s memo of the learning rate
-        return self.made
-
-
 @pytest.fixture(scope='module')
 def recurrent():
     """The default configuration (the average network unrolls from the stored state),
     seeded so that its initial weights do not depend on the tests run before."""
     tf.random.set_seed(0)
-    return Rebuilt()
+    return Rebuilt(make_learner)
 
 
 @pytest.fixture
@@ -131,7 +115,7 @@ def undiscounted():
     to [-1, 1]. Seeded, so the initial weights do not depend on the tests run before
     in the worker (one order ended at 0.22 of the first loss)."""
     tf.random.set_seed(0)
-    return Rebuilt(0, learning_rate=1e-2, discounting=0.0, beta=0.0,
+    return Rebuilt(make_learner, 0, learning_rate=1e-2, discounting=0.0, beta=0.0,
                    value_normalization='none', reward_clipping='abs_one', reward_scaling=0.5)
 
 
@@ -158,7 +142,7 @@ def test_popart_learns_the_same_update_at_any_reward_scale(num_tasks):
     results = []
     task = np.tile(np.array([0, 0, 1, 1], np.int32) if num_tasks == 2 else np.zeros(B, np.int32),
                    (T + 1, 1))
-    rebuilt = Rebuilt(0, learning_rate=1e-2, num_tasks=num_tasks)
+    rebuilt = Rebuilt(make_learner, 0, learning_rate=1e-2, num_tasks=num_tasks)
     for scale in (1.0, 100.0):
         learner, core, space = rebuilt.fresh()  # the same start for both
         task_scale = np.array([1.0, scale])[-num_tasks:]  # x100: the last task's

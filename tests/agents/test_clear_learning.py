@@ -20,6 +20,7 @@ from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.observations import observation_spec
 from reverb_agents.replay import demos, trajectory
 from reverb_agents.replay.dataset import Batch
+from tests.learners import Rebuilt
 
 T, B = 5, 4
 OBS_SPACE = gym.spaces.Box(-1, 1, (3,), np.float32)
@@ -64,26 +65,9 @@ def make_batch(core, action_space, num_replayed, seed=0, on_policy=True):
     return Batch(trajectory.Sequence(steps, state), replayed)
 
 
-class Rebuilt:
-    """`make_learner(*args, **config)` built once; `fresh()` puts every variable the
-    learner owns (weights, optimiser slots, counters, PopArt statistics, the learning
-    rate) back as built and returns (learner, core, action space): the state a new
-    learner would start from, with its step already traced."""
-
-    def __init__(self, *args, **config):
-        self.made = make_learner(*args, **config)
-        self.initial = [(v, v.numpy()) for v in self.made[0].variables]
-
-    def fresh(self):
-        for variable, value in self.initial:
-            variable.assign(value)
-        self.made[0]._assigned.clear()  # `assign_rate`'s memo of the learning rate
-        return self.made
-
-
 @pytest.fixture(scope='module')
 def recurrent():
-    return Rebuilt()
+    return Rebuilt(make_learner)
 
 
 @pytest.fixture
@@ -95,13 +79,13 @@ def shared(recurrent):
 @pytest.fixture(scope='module')
 def feedforward():
     """No LSTM, observations normalised (the configuration's default)."""
-    return Rebuilt(0, normalize_observations=True)
+    return Rebuilt(make_learner, 0, normalize_observations=True)
 
 
 @pytest.fixture(scope='module')
 def popart_learner():
     """PopArt on raw rewards, statistics moved fully to each batch (step size 1)."""
-    return Rebuilt(0, reward_clipping='none', popart_step_size=1.0)
+    return Rebuilt(make_learner, 0, reward_clipping='none', popart_step_size=1.0)
 
 
 @pytest.mark.parametrize('lstm_size', [8, 0])
@@ -184,7 +168,7 @@ def undiscounted():
     def get(scaling, clipping):
         if (scaling, clipping) not in built:
             built[scaling, clipping] = Rebuilt(
-                0, discounting=0.0, reward_scaling=scaling, reward_clipping=clipping,
+                make_learner, 0, discounting=0.0, reward_scaling=scaling, reward_clipping=clipping,
                 entropy_cost=0.0, value_normalization='none')
         return built[scaling, clipping].fresh()
 
@@ -276,7 +260,8 @@ def test_per_task_popart_puts_each_step_in_its_tasks_units():
     task = np.tile(np.array([0, 0, 1, 1], np.int32), (T + 1, 1))
     scale = np.where(task == 1, 100.0, 1.0).astype(np.float32)
     results = []
-    rebuilt = Rebuilt(0, reward_clipping='none', popart_step_size=1.0, num_tasks=2)
+    rebuilt = Rebuilt(make_learner, 0, reward_clipping='none', popart_step_size=1.0,
+                      num_tasks=2)
     for rewards_scale in (scale, np.ones_like(scale)):
         learner, core, space = rebuilt.fresh()  # the same start for both
         head = core.parts.baseline_head

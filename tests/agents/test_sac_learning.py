@@ -20,6 +20,7 @@ from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.observations import observation_spec
 from reverb_agents.replay import trajectory
 from reverb_agents.replay.dataset import Batch
+from tests.learners import Rebuilt
 
 B = 6
 OBS_SPACE = gym.spaces.Box(-1, 1, (3,), np.float32)
@@ -40,23 +41,6 @@ def make_learner(space, **overrides):
     config = SACConfig(**{'hidden_sizes': (16,), 'critic_hidden_sizes': (16, 16),
                           'batch_size': B, **overrides})
     return SACLearner(core, action_space, config), action_space
-
-
-class Rebuilt:
-    """`build(*args, **overrides)` -> (learner, action space), built once; `fresh()` puts
-    every variable the learner owns (networks, target critics, temperatures, optimiser
-    slots, counters, learning rates) back as built and returns the pair: the state a new
-    learner would start from, with its step already traced."""
-
-    def __init__(self, build, *args, **overrides):
-        self.made = build(*args, **overrides)
-        self.initial = [(v, v.numpy()) for v in self.made[0].variables]
-
-    def fresh(self):
-        for variable, value in self.initial:
-            variable.assign(value)
-        self.made[0]._assigned.clear()  # `assign_rate`'s memo of the learning rates
-        return self.made
 
 
 @pytest.fixture(scope='module')

@@ -4,7 +4,6 @@ learner-kill run also holds the roles to `launch/isolation.py`'s network namespa
 with `tests/launch/test_network_isolation.py`'s checks."""
 
 import ast
-import importlib.util
 import json
 import os
 import re
@@ -18,6 +17,7 @@ import pytest
 
 from reverb_agents.launch import launcher
 from reverb_agents.replay import connection
+from tests.launch import test_network_isolation as network_checks
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN_PY = os.path.join(ROOT, 'launch', 'run.py')
@@ -31,11 +31,6 @@ SMALL = ['--agent=clear', '--env=CartPole-v1', '--num_envs=4', '--lstm_size=8',
 LEARNER_STEPS = re.compile(r'^\[learner\] .*env steps (\d+) .*learner steps (\d+) ')
 TIMEOUT_S = 240
 
-_SPEC = importlib.util.spec_from_file_location(
-    'network_checks', os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                   'test_network_isolation.py'))
-network_checks = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(network_checks)
 
 
 class LauncherRun:

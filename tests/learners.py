@@ -1,0 +1,21 @@
+"""A learner built once and put back as built before each test that uses it: the
+agents' learning tests share one per configuration, so each step is traced once."""
+
+from typing import Any, Callable, Tuple
+
+
+class Rebuilt:
+    """`build(*args, **overrides)` -> (learner, ...), called once; `fresh()` puts every
+    variable the learner owns (its networks, optimiser slots, counters, statistics,
+    learning rates) back as built and returns what `build` returned: the state a new
+    learner would start from, with its step already traced."""
+
+    def __init__(self, build: Callable[..., Tuple[Any, ...]], *args: Any, **overrides: Any):
+        self.made = build(*args, **overrides)
+        self.initial = [(v, v.numpy()) for v in self.made[0].variables]
+
+    def fresh(self) -> Tuple[Any, ...]:
+        for variable, value in self.initial:
+            variable.assign(value)
+        self.made[0]._assigned.clear()  # `assign_rate`'s memo of the learning rates
+        return self.made
