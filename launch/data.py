@@ -146,18 +146,25 @@ def make_learn(learner: Learner, action_names: Optional[Sequence[str]] = None,
         return learn_on(iterator.get_next())
 
     # A learner whose step changes with its progress (`Learner.phase`) is compiled
-    # once per phase: its step is traced with the phase it is in.
+    # once per phase: its step is traced with the phase it is in. A batch read in
+    # Python goes through a compiled `learn_on` too, so that the action histograms'
+    # masking is not a dozen eager ops per step (most of a small ACER step's time
+    # outside its own graph: docs/benchmarks.md#start-up).
     compiled = {}
+
+    def compiled_for(reads_iterator: bool):
+        key = (reads_iterator, learner.phase())
+        if key not in compiled:
+            compiled[key] = tf.function(learn_in_graph if reads_iterator else learn_on,
+                                        autograph=False)
+        return compiled[key]
 
     def learn(batches):
         if isinstance(batches, tf.data.Iterator):
-            key = learner.phase()
-            if key not in compiled:
-                compiled[key] = tf.function(learn_in_graph, autograph=False)
             try:
-                return send_priorities(compiled[key](batches))
+                return send_priorities(compiled_for(True)(batches))
             except tf.errors.OutOfRangeError:
                 raise StopIteration from None
-        return send_priorities(learn_on(next(batches)))
+        return send_priorities(compiled_for(False)(next(batches)))
 
     return learn
