@@ -1,0 +1,89 @@
+"""Where the test suite's CPU goes: a pytest plugin that records each test's CPU.
+
+    python -m pytest -q tests -p benchmarks.suite_cpu --suite-cpu-out=suite_cpu.json
+
+For each test, the process that ran it (a pytest-xdist worker or pytest itself)
+notes its own CPU (user + system, every thread: `getrusage(RUSAGE_SELF)`), the
+CPU of the subprocesses it waited for (`RUSAGE_CHILDREN`: `launch/run.py` runs,
+standalone SavedModel checks, ...) and the wall, setup and teardown included
+(so a module fixture's cost lands on the first test that uses it). At the end
+pytest writes one JSON: every test, and the sums per file, largest first.
+Processes nobody waits for (Ray's workers) and the kernel's own threads are
+not counted. The suite's time is CPU-bound on 2 cores, so these sums, not the
+walls of `--durations`, say what a cut would save (docs/benchmarks.md#the-test-suite).
+"""
+
+import glob
+import json
+import os
+import resource
+import shutil
+import time
+from typing import Dict, List, Tuple
+
+import pytest
+
+OPTION = '--suite-cpu-out'
+
+
+def pytest_addoption(parser) -> None:
+    parser.addoption(OPTION, default='suite_cpu.json',
+                     help='where benchmarks.suite_cpu writes its JSON')
+
+
+def _parts(config) -> str:
+    return os.path.abspath(config.getoption(OPTION)) + '.parts'
+
+
+def _cpu() -> Tuple[float, float]:
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+
+
+def pytest_configure(config) -> None:
+    if not hasattr(config, 'workerinput'):  # pytest itself, not an xdist worker
+        shutil.rmtree(_parts(config), ignore_errors=True)
+        os.makedirs(_parts(config))
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    own, children = _cpu()
+    started = time.monotonic()
+    yield
+    own_after, children_after = _cpu()
+    row = {'test': item.nodeid, 'own_cpu_s': round(own_after - own, 2),
+           'subprocess_cpu_s': round(children_after - children, 2),
+           'wall_s': round(time.monotonic() - started, 2)}
+    with open(os.path.join(_parts(item.config), f'{os.getpid()}.jsonl'), 'a') as f:
+        f.write(json.dumps(row) + '\n')
+
+
+def summarize(rows: List[Dict]) -> Dict:
+    """The JSON: totals, CPU per file (largest first) and every test (largest first)."""
+    files: Dict[str, float] = {}
+    for row in rows:
+        name = row['test'].split('::')[0]
+        files[name] = files.get(name, 0.0) + row['own_cpu_s'] + row['subprocess_cpu_s']
+    return {
+        'tests': len(rows),
+        'own_cpu_s': round(sum(r['own_cpu_s'] for r in rows), 1),
+        'subprocess_cpu_s': round(sum(r['subprocess_cpu_s'] for r in rows), 1),
+        'cpu_s_by_file': {k: round(v, 1) for k, v in
+                          sorted(files.items(), key=lambda kv: -kv[1])},
+        'by_test': sorted(rows, key=lambda r: -(r['own_cpu_s'] + r['subprocess_cpu_s'])),
+    }
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    config = session.config
+    if hasattr(config, 'workerinput'):
+        return
+    rows = []
+    for path in glob.glob(os.path.join(_parts(config), '*.jsonl')):
+        with open(path) as f:
+            rows += [json.loads(line) for line in f]
+    shutil.rmtree(_parts(config), ignore_errors=True)
+    with open(config.getoption(OPTION), 'w') as f:
+        json.dump(summarize(rows), f, indent=1)
