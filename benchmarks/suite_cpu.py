@@ -5,7 +5,9 @@
 For each test, the process that ran it (a pytest-xdist worker or pytest itself)
 notes its own CPU (user + system, every thread: `getrusage(RUSAGE_SELF)`), the
 CPU of the subprocesses it waited for (`RUSAGE_CHILDREN`: `launch/run.py` runs,
-standalone SavedModel checks, ...) and the wall, setup and teardown included
+standalone SavedModel checks, ...; for the runs forked by the tests' fork
+servers, `tests/forked.py`, the CPU the servers report) and the wall, setup and
+teardown included
 (so a module fixture's cost lands on the first test that uses it). At the end
 pytest writes one JSON: every test, and the sums per file, largest first.
 Processes nobody waits for (Ray's workers) and the kernel's own threads are
@@ -18,6 +20,7 @@ import json
 import os
 import resource
 import shutil
+import sys
 import time
 from typing import Dict, List, Tuple
 
@@ -38,7 +41,11 @@ def _parts(config) -> str:
 def _cpu() -> Tuple[float, float]:
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+    # Runs forked by the tests' fork servers (`tests/forked.py`) are their children, not
+    # this process's: the servers report each one's CPU back.
+    forked = sys.modules.get('tests.forked')
+    forked_s = forked.children_cpu_s() if forked else 0.0
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime + forked_s
 
 
 def pytest_configure(config) -> None:

@@ -3,6 +3,10 @@
 - `run_cli(args, ...)`: `launch/run.py` as a subprocess with a temporary
   `--logdir`; `error_lines(text)`: its `error: ...` lines.
 - `run_script(name, args, ...)`: any `launch/<name>.py` as a subprocess.
+  Both fork it from a server that has imported TensorFlow and the library
+  (`tests/forked.py`) unless `fresh=True` or `extra_env` names a variable read
+  at start-up; `fresh_python(code)` forks from one that imported TensorFlow
+  but not this library.
 - `compare_exported(logdir, saved_model, tmp_path)`: the in-library greedy
   returns of a run's restored policy and the returns its SavedModel gives in a
   fresh Python that never imports this library.
@@ -35,6 +39,8 @@ import numpy as np
 import pytest
 import reverb
 
+from tests import forked
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXPORT_SEEDS = [100, 101, 102]  # evaluation seeds of the export round trips
 
@@ -60,15 +66,39 @@ class CliResult:
         return _error_lines(self.stderr)
 
 
+# The checkout root on the path: `--env=tests.envs:...` names this package's test
+# environments, as a user's `--env=mymodule:MyEnv-v0` names theirs.
+_SCRIPT_ENV = {**os.environ, 'PYTHONPATH': os.pathsep.join(
+    p for p in (ROOT, os.environ.get('PYTHONPATH')) if p)}
+# What each fork server imports: `launch/run.py`'s library modules (none defines a
+# flag), or TensorFlow without this library for the standalone SavedModel checks.
+_PRELOADS = {
+    'library': ['tensorflow', 'reverb', 'sonnet', 'gymnasium', 'absl.app',
+                'reverb_agents.launch.command_line', 'reverb_agents.launch.inprocess',
+                'reverb_agents.launch.launcher', 'reverb_agents.launch.ray_launcher',
+                'reverb_agents.launch.roles', 'reverb_agents.launch.export'],
+    'tensorflow': ['tensorflow', 'gymnasium'],
+}
+_fork_server, _close_fork_servers = forked.servers_for(_PRELOADS, _SCRIPT_ENV)
+
+
+@pytest.fixture(scope='session', autouse=True)
+def fork_servers():
+    """Stops this process's fork servers (`tests/forked.py`) at the end of the session."""
+    yield
+    _close_fork_servers()
+
+
 def _run_script(name: str, args: Sequence[str], extra_env: Optional[Dict[str, str]] = None,
-                timeout: float = 300) -> CliResult:
-    # The checkout root on the path: `--env=tests.envs:...` names this package's test
-    # environments, as a user's `--env=mymodule:MyEnv-v0` names theirs.
-    path = os.pathsep.join(p for p in (ROOT, os.environ.get('PYTHONPATH')) if p)
-    env = {**os.environ, 'PYTHONPATH': path, **(extra_env or {})}
-    result = subprocess.run([sys.executable, os.path.join(ROOT, 'launch', f'{name}.py'), *args],
-                            capture_output=True, text=True, timeout=timeout, env=env)
-    return CliResult(result.returncode, result.stdout, result.stderr)
+                timeout: float = 300, fresh: bool = False) -> CliResult:
+    env = {**_SCRIPT_ENV, **(extra_env or {})}
+    script = os.path.join(ROOT, 'launch', f'{name}.py')
+    if fresh or forked.needs_fresh_interpreter(extra_env):
+        result = subprocess.run([sys.executable, script, *args], capture_output=True,
+                                text=True, timeout=timeout, env=env)
+        return CliResult(result.returncode, result.stdout, result.stderr)
+    return CliResult(*_fork_server('library').run([script, *args], env, os.getcwd(), timeout,
+                                                  script=script))
 
 
 def _fresh_python(code: str, timeout: float = 120) -> List[str]:
@@ -76,6 +106,24 @@ def _fresh_python(code: str, timeout: float = 120) -> List[str]:
                             timeout=timeout)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout.splitlines()
+
+
+def _forked_python(kind: str, argv: Sequence[str], script: Optional[str] = None,
+                   code: Optional[str] = None, cwd: Optional[str] = None,
+                   timeout: float = 300) -> CliResult:
+    """`python script *argv` or `python -c code *argv`, forked from the `kind` server
+    ('library' or 'tensorflow', which never imports this library)."""
+    argv = [script, *argv] if script else list(argv)
+    return CliResult(*_fork_server(kind).run(argv, dict(_SCRIPT_ENV), cwd or os.getcwd(),
+                                             timeout, script=script, code=code))
+
+
+@pytest.fixture(scope='session')
+def forked_python() -> Callable[..., CliResult]:
+    """`forked_python(kind, argv, script=None, code=None, cwd=None, timeout=300)`: a script
+    or code run by a child of a fork server that imported TensorFlow ('tensorflow') or
+    TensorFlow and this library ('library'), `tests/forked.py`."""
+    return _forked_python
 
 
 @pytest.fixture(scope='session')
@@ -87,14 +135,15 @@ def fresh_python() -> Callable[..., List[str]]:
 
 @pytest.fixture(scope='session')
 def run_script() -> Callable[..., CliResult]:
-    """`run_script('evaluate', ['--episodes=2', ...])`: `launch/evaluate.py` as a subprocess."""
+    """`run_script('evaluate', ['--episodes=2', ...], extra_env=None, timeout=300,
+    fresh=False)`: `launch/evaluate.py` as a subprocess (forked, unless `fresh`)."""
     return _run_script
 
 
 @pytest.fixture
 def run_cli(tmp_path) -> Callable[..., CliResult]:
     """`run_cli(args, extra_env=None, timeout=120, logdir=None)`: `launch/run.py` with
-    `--logdir` (default `<tmp_path>/run`) and `args`."""
+    `--logdir` (default `<tmp_path>/run`) and `args`, forked (`_run_script`)."""
 
     def run(args: Sequence[str], extra_env: Optional[Dict[str, str]] = None,
             timeout: float = 120, logdir: Optional[str] = None) -> CliResult:
@@ -284,15 +333,14 @@ STANDALONE = textwrap.dedent('''
 
 
 def run_standalone(saved_model: str, env_id: str, seeds: Sequence[int], tmp_path) -> dict:
-    """Runs STANDALONE in a fresh Python (cwd outside the checkout); returns its JSON.
+    """Runs STANDALONE in a Python that imported TensorFlow but not this library (cwd
+    outside the checkout); returns its JSON.
     The checkout is on its path only so that an environment id `tests.envs:...`
     resolves; the script imports nothing of the library (checked)."""
     script = tmp_path / 'standalone.py'
     script.write_text(STANDALONE)
-    result = subprocess.run(
-        [sys.executable, str(script), saved_model, env_id, json.dumps(list(seeds))],
-        capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', PYTHONPATH=ROOT))
+    result = _forked_python('tensorflow', [saved_model, env_id, json.dumps(list(seeds))],
+                            script=str(script), cwd=str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
     output = json.loads(result.stdout.strip().splitlines()[-1])
     assert output['library_modules'] == []

@@ -3,8 +3,6 @@ run unchanged; environment objects and functions; callbacks; `Policy.predict`.""
 
 import os
 import re
-import subprocess
-import sys
 import textwrap
 import threading
 from typing import Dict, List
@@ -34,9 +32,10 @@ def doc_sections() -> Dict[str, List[str]]:
     return sections
 
 
-def run_section(title: str, tmp_path) -> List[str]:
-    """A section's blocks, in order, in one fresh interpreter started in `tmp_path` (its
-    `runs/` go there); returns the printed lines. A traceback names the block."""
+def run_section(title: str, tmp_path, forked_python) -> List[str]:
+    """A section's blocks, in order, in one interpreter (forked from one that imported the
+    library, `tests/forked.py`) started in `tmp_path` (its `runs/` go there); returns the
+    printed lines. A traceback names the block."""
     harness = textwrap.dedent('''
         import json, sys
         namespace = {'__name__': '__main__'}
@@ -45,9 +44,8 @@ def run_section(title: str, tmp_path) -> List[str]:
     ''')
     (tmp_path / 'blocks.json').write_text(__import__('json').dumps(doc_sections()[title]))
     (tmp_path / 'harness.py').write_text(harness)
-    result = subprocess.run([sys.executable, 'harness.py', 'blocks.json'], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=400,
-                            env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
+    result = forked_python('library', ['blocks.json'], script=str(tmp_path / 'harness.py'),
+                           cwd=str(tmp_path), timeout=400)
     assert result.returncode == 0, result.stderr[-3000:]
     return result.stdout.splitlines()
 
@@ -63,11 +61,11 @@ def test_every_section_with_code_is_tested():
     assert list(doc_sections()) == ['Train, stop early, predict', 'Your own environment']
 
 
-def test_train_stop_early_predict_example(tmp_path):
+def test_train_stop_early_predict_example(tmp_path, forked_python):
     """CLEAR's CartPole preset, stopped by EarlyStopping at its first evaluation of 500
     (or five without a better one); the callback saw progress rows, evaluations and
     checkpoints; `predict` and the TensorFlow-only loop play the same greedy episode."""
-    lines = run_section('Train, stop early, predict', tmp_path)
+    lines = run_section('Train, stop early, predict', tmp_path, forked_python)
     assert printed(lines, 'stopped by a callback:') == 'True'
     logdir = printed(lines, 'logdir:')
     assert logdir.startswith('runs/clear-CartPole-v1-') and (tmp_path / logdir).is_dir()
@@ -89,11 +87,11 @@ def test_train_stop_early_predict_example(tmp_path):
     assert float(printed(lines, 'predict return:')) > 100, lines
 
 
-def test_own_environment_example(tmp_path):
+def test_own_environment_example(tmp_path, forked_python):
     """The corridor learned from an object and from its class with `env_kwargs`: the
     shortest walk earns 1 - 0.1 x (length - 2), 0.7 for 5 cells and 0.5 for 7; a
     random walk earns about -3 and -5."""
-    lines = run_section('Your own environment', tmp_path)
+    lines = run_section('Your own environment', tmp_path, forked_python)
     env_id, eval_return = printed(lines, 'object:').split()
     assert env_id == 'python/Corridor' and float(eval_return) >= 0.5, lines
     env_id, eval_return = printed(lines, 'class:').split()
@@ -261,7 +259,7 @@ def test_predict_says_what_is_missing(short_run):
         policy.predict(np.zeros([2, 3, 4]))
 
 
-def test_the_readme_example_runs_as_written(tmp_path):
+def test_the_readme_example_runs_as_written(tmp_path, forked_python):
     """README's Python block: a callback stopping CLEAR, a `predict` loop, and SAC on an
     environment object."""
     with open(os.path.join(ROOT, 'README.md')) as f:
@@ -269,9 +267,8 @@ def test_the_readme_example_runs_as_written(tmp_path):
     section = readme[readme.index('\n## Python API'):]
     block = re.search(r'^```python\n(.*?)^```', section, re.S | re.M).group(1)
     (tmp_path / 'readme.py').write_text(block)
-    result = subprocess.run([sys.executable, 'readme.py'], cwd=tmp_path, capture_output=True,
-                            text=True, timeout=400,
-                            env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL='3'))
+    result = forked_python('library', [], script=str(tmp_path / 'readme.py'), cwd=str(tmp_path),
+                           timeout=400)
     assert result.returncode == 0, result.stderr[-3000:]
     lines = result.stdout.splitlines()
     assert float(printed(lines, 'eval return:')) > 100, lines  # a random policy: about 20

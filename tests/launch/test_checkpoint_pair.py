@@ -12,8 +12,6 @@ the saves themselves to the rule: one replay per commit, none after a save witho
 import os
 import shutil
 import signal
-import subprocess
-import sys
 import textwrap
 
 import pytest
@@ -84,10 +82,10 @@ def learner_env_steps(path: str) -> int:
 
 
 @pytest.mark.parametrize('point', ['replay_whole', 'learner_written'])
-def test_a_save_killed_half_way_resumes_the_last_whole_pair(point, tmp_path, capsys):
+def test_a_save_killed_half_way_resumes_the_last_whole_pair(point, tmp_path, capsys,
+                                                            forked_python):
     logdir = str(tmp_path / 'run')
-    child = subprocess.run([sys.executable, '-c', CHILD, logdir, point], capture_output=True,
-                           text=True, timeout=300, env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+    child = forked_python('library', [logdir, point], code=CHILD)
     assert child.returncode == -signal.SIGKILL, child.stderr[-3000:]
 
     pair = checkpoint_pairs.read_record(logdir)  # the second save's, whole

@@ -54,9 +54,9 @@ def clear_runs(tmp_path_factory, run_script):
     """[logdir, logdir] of two short deterministic preset runs with seed 3."""
     root = tmp_path_factory.mktemp('clear')
     logdirs = [str(root / name) for name in ('first', 'second')]
-    for logdir in logdirs:
+    for logdir in logdirs:  # fresh interpreters: two users' runs have their own hash seeds
         result = run_script('run', [*CLEAR_FLAGS, '--seed=3', f'--logdir={logdir}'],
-                            timeout=120)
+                            timeout=120, fresh=True)
         assert result.returncode == 0, result.stderr[-3000:]
     return logdirs
 

@@ -152,13 +152,11 @@ print(json.dumps({'regret_mean': float(np.mean(regrets)), 'regret_std': float(np
 '''
 
 
-def test_the_exported_policy_on_a_hand_written_bandit_has_the_librarys_regret(tmp_path):
+def test_the_exported_policy_on_a_hand_written_bandit_has_the_librarys_regret(tmp_path,
+                                                                              forked_python):
     """Train briefly (the policy's regret is beside the point), then compare the in-library greedy regret (summary.json) with the
     SavedModel's on a bandit written without the library, in a process without it."""
     import json
-    import os
-    import subprocess
-    import sys
 
     from reverb_agents.agents import configs
     from reverb_agents.agents.clear.config import CLEARConfig
@@ -175,9 +173,8 @@ def test_the_exported_policy_on_a_hand_written_bandit_has_the_librarys_regret(tm
         logdir=str(tmp_path / 'run')), config)
     script = tmp_path / 'bandit.py'
     script.write_text(HAND_WRITTEN_BANDIT)
-    result = subprocess.run([sys.executable, str(script), summary['saved_model'], str(episodes)],
-                            capture_output=True, text=True, timeout=300, cwd=str(tmp_path),
-                            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+    result = forked_python('tensorflow', [summary['saved_model'], str(episodes)],
+                           script=str(script), cwd=str(tmp_path))
     assert result.returncode == 0, result.stderr[-3000:]
     outside = json.loads(result.stdout.strip().splitlines()[-1])
     assert outside['library_modules'] == []
