@@ -14,7 +14,10 @@ user's flags; streams their output with a role prefix. It supervises them:
 - Ctrl-C / SIGTERM: the learner checkpoints and exits, then the actors stop,
   then the replay server checkpoints its tables and stops.
 
-Children die with the launcher (Linux parent-death signal), so a killed
+The roles are forked from one process that has imported TensorFlow
+(`launch/role_server.py`), so neither a role nor a restart pays that import;
+where the server cannot start, each role is a new interpreter as before.
+Children die with the launcher (Linux parent-death signals), so a killed
 launcher leaves no orphans.
 
 Network: `launch/run.py` has already moved the launcher into a network
@@ -26,8 +29,8 @@ role says so in one line or, where the run is not isolated
 open to the network.
 """
 
-import ctypes
 import dataclasses
+import os
 import signal
 import socket
 import subprocess
@@ -38,20 +41,13 @@ from typing import List, Optional
 
 from absl import logging
 
+from reverb_agents.launch import role_server
 from reverb_agents.replay import connection
 
 RUN_PY = __file__.replace('launcher.py', 'run.py')
 MAX_BACKOFF_S = 30.0
 # Flags the launcher sets for each child itself.
 LAUNCHER_FLAGS = ('launcher', 'num_actors', 'role', 'replay_address', 'replay_port', 'actor_id')
-
-
-def _die_with_parent():
-    """In the child before exec: SIGTERM when the launcher dies (PR_SET_PDEATHSIG)."""
-    try:
-        ctypes.CDLL('libc.so.6', use_errno=True).prctl(1, signal.SIGTERM)
-    except OSError:
-        pass
 
 
 def free_port() -> int:
@@ -74,40 +70,63 @@ def child_argv(argv: List[str]) -> List[str]:
 
 @dataclasses.dataclass
 class Child:
+    """One role: forked by the role server when there is one, else a fresh interpreter."""
     name: str
     extra_flags: List[str]
+    server: Optional[role_server.RoleServer] = None
     process: Optional[subprocess.Popen] = None
+    pid: Optional[int] = None
     starts: int = 0
     restart_at: Optional[float] = None  # when a dead child is due to start again
 
     def start(self, base: List[str]) -> None:
-        self.process = subprocess.Popen(
-            base + self.extra_flags, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent, text=True, bufsize=1)
+        """`base`: `[python, run.py, flags...]`; the child adds its own flags."""
+        if self.server is not None:
+            self.pid = self.server.start(self.name, base[2:] + self.extra_flags)
+        else:
+            self.process = subprocess.Popen(
+                base + self.extra_flags, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, preexec_fn=role_server.die_with_parent, text=True,
+                bufsize=1)
+            self.pid = self.process.pid
+            threading.Thread(target=self._stream, args=(self.process,), daemon=True).start()
         self.starts += 1
         self.restart_at = None
-        logging.info('started %s (pid %d, start %d)', self.name, self.process.pid, self.starts)
-        threading.Thread(target=self._stream, args=(self.process,), daemon=True).start()
+        logging.info('started %s (pid %d, start %d)', self.name, self.pid, self.starts)
 
     def _stream(self, process: subprocess.Popen) -> None:
         for line in process.stdout:
             sys.stdout.write(f'[{self.name}] {line}')
             sys.stdout.flush()
 
+    def returncode(self, timeout_s: float = 0) -> Optional[int]:
+        """The exit status (negative: the signal), or None while it runs (after waiting
+        up to `timeout_s`)."""
+        if self.server is not None:
+            return self.server.exit_code(self.pid, timeout_s)
+        try:
+            return self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            return None
+
     def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
+        return self.pid is not None and self.returncode() is None
 
     def stop(self, timeout_s: float) -> None:
         """SIGTERM, then SIGKILL after `timeout_s`."""
         if not self.alive():
             return
-        self.process.send_signal(signal.SIGTERM)
-        try:
-            self.process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
+        self._signal(signal.SIGTERM)
+        if self.returncode(timeout_s) is None:
             logging.warning('%s did not stop within %.0f s; killing it', self.name, timeout_s)
-            self.process.kill()
-            self.process.wait()
+            self._signal(signal.SIGKILL)
+            self.returncode(timeout_s=60)
+
+    def _signal(self, signum: int) -> None:
+        try:
+            os.kill(self.pid, signum)
+        except ProcessLookupError:
+            pass
 
 
 def describe_exit(code: int) -> str:
@@ -119,10 +138,24 @@ def run(argv: List[str], num_actors: int, replay_port: int, connect_timeout_s: f
     port = replay_port or free_port()
     address = f'127.0.0.1:{port}'
     base = [sys.executable, RUN_PY] + child_argv(argv)
-    replay = Child('replay', ['--role=replay', f'--replay_port={port}'])
-    learner = Child('learner', ['--role=learner', f'--replay_address={address}'])
+    try:
+        server = role_server.RoleServer(RUN_PY)
+    except (role_server.RoleServerError, OSError) as e:
+        logging.warning('%s; starting each role as a new interpreter', e)
+        server = None
+    try:
+        return _supervise(base, port, address, num_actors, connect_timeout_s, server)
+    finally:
+        if server is not None:
+            server.close()
+
+
+def _supervise(base: List[str], port: int, address: str, num_actors: int,
+               connect_timeout_s: float, server: Optional[role_server.RoleServer]) -> int:
+    replay = Child('replay', ['--role=replay', f'--replay_port={port}'], server)
+    learner = Child('learner', ['--role=learner', f'--replay_address={address}'], server)
     actors = [Child(f'actor {k}', ['--role=actor', f'--replay_address={address}',
-                                   f'--actor_id={k}']) for k in range(num_actors)]
+                                   f'--actor_id={k}'], server) for k in range(num_actors)]
     stopping = threading.Event()
 
     def on_signal(signum, frame):
@@ -151,7 +184,7 @@ def run(argv: List[str], num_actors: int, replay_port: int, connect_timeout_s: f
 
     status = 0
     while not stopping.wait(0.2):
-        code = learner.process.poll()
+        code = learner.returncode()
         if code is not None:
             if code != 0:
                 print(f'error: the learner exited with {describe_exit(code)}; rerun with the '
@@ -166,7 +199,7 @@ def run(argv: List[str], num_actors: int, replay_port: int, connect_timeout_s: f
             if child.restart_at is None:
                 backoff = min(MAX_BACKOFF_S, 2.0 ** (child.starts - 1))
                 logging.warning('%s exited with %s; restarting it in %.0f s', child.name,
-                                describe_exit(child.process.returncode), backoff)
+                                describe_exit(child.returncode()), backoff)
                 child.restart_at = now + backoff
             elif now >= child.restart_at:
                 child.start(base)
