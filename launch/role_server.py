@@ -65,8 +65,9 @@ def _child(script: str, argv: List[str], write_end: int) -> None:
             runpy.run_path(script, run_name='__main__')
             code = 0
         except SystemExit as e:
-            code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
-            if not isinstance(e.code, (int, type(None))):
+            if e.code is None or isinstance(e.code, int):
+                code = e.code or 0
+            else:  # sys.exit('message'): printed, status 1
                 print(e.code, file=sys.stderr)
         threading._shutdown()  # what an interpreter does on its way out
         import atexit
@@ -90,7 +91,7 @@ def serve(control: socket.socket, script: str) -> None:
     while not closed or children:
         readable = [c['fd'] for c in children.values() if c['fd'] is not None]
         ready, _, _ = select.select(readable + ([] if closed else [control]), [], [], 0.1)
-        for pid, child in list(children.items()):
+        for child in list(children.values()):
             if child['fd'] in ready:
                 _forward(child)
         if control in ready:
@@ -118,7 +119,7 @@ def serve(control: socket.socket, script: str) -> None:
             while child['fd'] is not None and select.select([child['fd']], [], [], 0)[0]:
                 _forward(child)
             if child['fd'] is not None:
-                _forward_partial(child)
+                _write(child, [child['partial']] if child['partial'] else [])
                 os.close(child['fd'])
             del children[pid]
             if not closed:
@@ -135,16 +136,14 @@ def _forward(child: dict) -> None:
         data = b'\n' if child['partial'] else b''
     lines = (child['partial'] + data).split(b'\n')
     child['partial'] = lines.pop()
+    _write(child, lines)
+
+
+def _write(child: dict, lines: List[bytes]) -> None:
+    """`lines` (without their newlines) to stdout, each with the child's prefix."""
     prefix = f'[{child["name"]}] '.encode()
     if lines:
         os.write(1, b''.join(prefix + line + b'\n' for line in lines))
-
-
-def _forward_partial(child: dict) -> None:
-    """Writes out a last line without its newline."""
-    if child['partial']:
-        os.write(1, f'[{child["name"]}] '.encode() + child['partial'] + b'\n')
-        child['partial'] = b''
 
 
 def main() -> None:

@@ -5,11 +5,12 @@
 - `run_script(name, args, ...)`: any `launch/<name>.py` as a subprocess.
   Both fork it from a server that has imported TensorFlow and the library
   (`tests/forked.py`) unless `fresh=True` or `extra_env` names a variable read
-  at start-up; `fresh_python(code)` forks from one that imported TensorFlow
-  but not this library.
+  at start-up. `forked_python(kind, ...)` forks a script or code from that
+  server ('library') or from one that imported TensorFlow but not this library
+  ('tensorflow'); `fresh_python(code)` runs code in a new interpreter.
 - `compare_exported(logdir, saved_model, tmp_path)`: the in-library greedy
   returns of a run's restored policy and the returns its SavedModel gives in a
-  fresh Python that never imports this library.
+  Python that never imports this library.
 - `reverb_server(tables)`: a real Reverb server, stopped after the test.
 - `wired_agent(name, env_id, **config)`: an agent wired as a run wires it (real
   tables, a real actor that filled them for one batch, a learner), small.
@@ -39,6 +40,7 @@ import numpy as np
 import pytest
 import reverb
 
+from reverb_agents.launch import role_server
 from tests import forked
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -70,13 +72,12 @@ class CliResult:
 # environments, as a user's `--env=mymodule:MyEnv-v0` names theirs.
 _SCRIPT_ENV = {**os.environ, 'PYTHONPATH': os.pathsep.join(
     p for p in (ROOT, os.environ.get('PYTHONPATH')) if p)}
-# What each fork server imports: `launch/run.py`'s library modules (none defines a
-# flag), or TensorFlow without this library for the standalone SavedModel checks.
+# What each fork server imports: what a role imports (none of it defines a flag) and
+# the rest of `launch/run.py`'s and the export CLI's modules, or TensorFlow without
+# this library for the standalone SavedModel checks.
 _PRELOADS = {
-    'library': ['tensorflow', 'reverb', 'sonnet', 'gymnasium', 'absl.app',
-                'reverb_agents.launch.command_line', 'reverb_agents.launch.inprocess',
-                'reverb_agents.launch.launcher', 'reverb_agents.launch.ray_launcher',
-                'reverb_agents.launch.roles', 'reverb_agents.launch.export'],
+    'library': [*role_server.PRELOAD, 'reverb_agents.launch.launcher',
+                'reverb_agents.launch.export'],
     'tensorflow': ['tensorflow', 'gymnasium'],
 }
 _fork_server, _close_fork_servers = forked.servers_for(_PRELOADS, _SCRIPT_ENV)
