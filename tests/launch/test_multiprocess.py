@@ -162,9 +162,17 @@ def test_killed_actor_and_replay_server_are_restarted_and_the_run_completes(runs
     # The new actor 0 acts and writes (its own progress line counts its steps).
     i, _ = run.wait_for(r'started actor 0 \(pid \d+, start 2\)')
     run.wait_for(r'^\[actor 0\] .*actor 0: env steps [1-9]', start=i)
-    # Learner and actor 1 carry on with the new server, reconnecting by themselves.
-    run.wait_for(r'^\[actor 1\] .*actor 1: the Reverb server at .* was away; reconnecting',
-                 start=killed)
+    # Actor 1 carries on with the new server: its watchdog may see the outage (it then
+    # logs 'was away; reconnecting'), or, when the restart beats the watchdog's poll,
+    # Reverb's writer reconnects by itself; either way its count moves on.
+    actor_1 = r'^\[actor 1\] .*actor 1: env steps (\d+)'
+    last_before = max([int(m.group(1)) for line in run.lines[:served_at]
+                       for m in [re.search(actor_1, line)] if m], default=0)
+    i = served_at
+    while True:
+        i, moved = run.wait_for(actor_1, start=i + 1)
+        if int(moved.group(1)) > last_before:
+            break
     assert run.finish() == 0, run.output()
     after = [s for line in run.lines[served_at:] for m in [LEARNER_STEPS.search(line)] if m
              for s in [int(m.group(2))]]
