@@ -2,8 +2,9 @@
 
 - `run_cli(args, ...)`: `launch/run.py` as a subprocess with a temporary
   `--logdir`; `error_lines(text)`: its `error: ...` lines.
-- `run_script(name, args, ...)`: any `launch/<name>.py` as a subprocess.
-  Both fork it from a server that has imported TensorFlow and the library
+- `run_script(name, args, ...)`: any `launch/<name>.py` as a subprocess;
+  `start_script(name, args)` one in the background, its output streamed.
+  They fork it from a server that has imported TensorFlow and the library
   (`tests/forked.py`) unless `fresh=True` or `extra_env` names a variable read
   at start-up. `forked_python(kind, ...)` forks a script or code from that
   server ('library') or from one that imported TensorFlow but not this library
@@ -125,6 +126,20 @@ def forked_python() -> Callable[..., CliResult]:
     or code run by a child of a fork server that imported TensorFlow ('tensorflow') or
     TensorFlow and this library ('library'), `tests/forked.py`."""
     return _forked_python
+
+
+def _start_script(name: str, args: Sequence[str], cwd: Optional[str] = None) -> forked.Forked:
+    script = os.path.join(ROOT, 'launch', f'{name}.py')
+    return _fork_server('library').start([script, *args], dict(_SCRIPT_ENV), cwd or os.getcwd(),
+                                         script=script, merged=True)
+
+
+@pytest.fixture(scope='session')
+def start_script() -> Callable[..., forked.Forked]:
+    """`start_script('run', args, cwd=None)`: `launch/<name>.py` in the background, forked
+    (`tests/forked.py`): a `Forked`, `subprocess.Popen`'s `pid`, `poll`, `wait`,
+    `send_signal`, `kill`, and `stdout` streaming stdout and stderr merged."""
+    return _start_script
 
 
 @pytest.fixture(scope='session')

@@ -10,6 +10,10 @@ which runs the script (or code) as `__main__` with the request's argv,
 environment, working directory and standard streams, and ends as an interpreter
 ends (non-daemon threads joined, `atexit` handlers run, streams flushed). This
 is what `multiprocessing`'s `forkserver` start method does for its workers.
+Children run side by side: `ForkServer.run` waits for one to end, and
+`ForkServer.start` leaves it in the background as a `Forked`, which stands in
+for the `subprocess.Popen` of a test that reads a run's output as it comes and
+signals or kills it (a multi-process launcher, Ctrl-C, a killed run).
 
 A forked child differs from a fresh interpreter in what happened before its
 argv was read: the imports, TensorFlow's start-up log lines (printed by the
@@ -30,12 +34,15 @@ import subprocess
 import sys
 import tempfile
 import threading
-from typing import Dict, List, Optional, Sequence, Tuple
+import time
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
-# The server: imports `preload`, then answers one request per line of stdin with a
-# forked child's pid, then (when the child has ended) its exit status and CPU.
-_SERVER = r'''
-import atexit, json, os, runpy, sys, threading
+# The server: imports `preload`, then forks a child per request (a JSON line on stdin,
+# with an `id`) and answers with the child's pid at once, and with its exit status and
+# CPU when it ends. Single-threaded: a select loop over stdin and the children's pidfds,
+# so that children run side by side (a test's run in the background and another run).
+_SERVER = r"""
+import atexit, json, os, runpy, select, sys, threading
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')  # as launch/*.py set it before importing
 for name in json.loads(sys.argv[1]):
     __import__(name)
@@ -45,12 +52,15 @@ if 'tensorflow' in sys.modules:
 
 def child(request):
     os.setsid()  # its own process group: a timeout kills whatever it started
-    for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
-                            (1, request['stdout'], os.O_WRONLY | os.O_TRUNC),
-                            (2, request['stderr'], os.O_WRONLY | os.O_TRUNC)):
-        opened = os.open(path, flags)
-        os.dup2(opened, fd)
-        os.close(opened)
+    os.close(0)
+    os.open(os.devnull, os.O_RDONLY)
+    out = os.open(request['stdout'], os.O_WRONLY | os.O_TRUNC)
+    err = out if request['stderr'] == request['stdout'] else os.open(
+        request['stderr'], os.O_WRONLY | os.O_TRUNC)
+    os.dup2(out, 1)
+    os.dup2(err, 2)
+    for fd in {out, err}:
+        os.close(fd)
     os.environ.clear()
     os.environ.update(request['env'])
     os.chdir(request['cwd'])
@@ -83,17 +93,36 @@ def child(request):
         sys.stderr.flush()
         os._exit(code)
 
-print(json.dumps({'ready': True}), flush=True)
-for line in sys.stdin:
-    request = json.loads(line)
-    pid = os.fork()
-    if pid == 0:
-        child(request)
-    print(json.dumps({'pid': pid}), flush=True)
-    _, status, usage = os.wait4(pid, 0)
-    print(json.dumps({'returncode': os.waitstatus_to_exitcode(status),
-                      'cpu_s': usage.ru_utime + usage.ru_stime}), flush=True)
-'''
+def reply(message):
+    os.write(1, (json.dumps(message) + '\n').encode())
+
+children = {}  # pidfd -> (request id, pid)
+pending, reading = b'', True
+reply({'ready': True})
+while reading or children:
+    ready, _, _ = select.select([0] * reading + list(children), [], [])
+    for fd in ready:
+        if fd == 0:
+            data = os.read(0, 1 << 16)
+            reading = bool(data)
+            pending += data
+            while b'\n' in pending:
+                line, pending = pending.split(b'\n', 1)
+                request = json.loads(line)
+                pid = os.fork()
+                if pid == 0:
+                    for pidfd in children:
+                        os.close(pidfd)
+                    child(request)
+                children[os.pidfd_open(pid)] = (request['id'], pid)
+                reply({'id': request['id'], 'pid': pid})
+        else:
+            request_id, pid = children.pop(fd)
+            os.close(fd)
+            _, status, usage = os.wait4(pid, 0)
+            reply({'id': request_id, 'returncode': os.waitstatus_to_exitcode(status),
+                   'cpu_s': usage.ru_utime + usage.ru_stime})
+"""
 
 _CHILDREN_CPU_S = [0.0]  # the CPU of every child this process's servers forked
 
@@ -104,62 +133,143 @@ def children_cpu_s() -> float:
     return _CHILDREN_CPU_S[0]
 
 
+class Forked:
+    """A forked child, as much of `subprocess.Popen` as the tests use: `pid`, `poll()`,
+    `wait(timeout)`, `send_signal()`, `kill()`, `returncode`, and `stdout`, its merged
+    output line by line as it is written (when started with `merged=True`)."""
+
+    def __init__(self, output: str, directory: tempfile.TemporaryDirectory):
+        self.pid = -1  # until the server forked it
+        self.returncode: Optional[int] = None
+        self._output, self._directory = output, directory
+        self._started, self._ended = threading.Event(), threading.Event()
+
+    def _start(self, pid: int) -> None:
+        self.pid = pid
+        self._started.set()
+
+    def _end(self, returncode: int) -> None:
+        self.returncode = returncode
+        self._ended.set()
+
+    def poll(self) -> Optional[int]:
+        return self.returncode
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        if not self._ended.wait(timeout):
+            raise subprocess.TimeoutExpired(str(self.pid), timeout)
+        return self.returncode
+
+    def send_signal(self, signum: int) -> None:
+        if self.returncode is None:
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    @property
+    def stdout(self) -> Iterator[str]:
+        """The output's lines as they are written, until the child has ended."""
+        with open(self._output) as f:
+            partial = ''
+            while True:
+                ended = self._ended.is_set()  # before the read: nothing written is missed
+                partial += f.readline()
+                if partial.endswith('\n'):
+                    yield partial
+                    partial = ''
+                elif ended:
+                    break
+                else:
+                    time.sleep(0.05)
+            if partial:
+                yield partial
+
+    def output(self, name: str = 'stdout') -> str:
+        with open(os.path.join(self._directory.name, name)) as f:
+            return f.read()
+
+
 class ForkServer:
-    """A server process that imports `preload` once and forks a child per `run`. One
-    request at a time (a pytest-xdist worker runs one test at a time); thread-safe."""
+    """A server process that imports `preload` once and forks a child per request;
+    children run side by side. Thread-safe."""
 
     def __init__(self, preload: Sequence[str], env: Dict[str, str]):
         self._log = tempfile.NamedTemporaryFile(prefix='forkserver-', suffix='.log', delete=False)
         self._process = subprocess.Popen(
             [sys.executable, '-c', _SERVER, json.dumps(list(preload))], env=env,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log, text=True)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # one request written, and its pid read, at a time
+        self._children: Dict[int, Forked] = {}
+        self._next_id = 0
         self._reported_s = 0.0  # the CPU of its children, added to `children_cpu_s`
-        self._reply(timeout=300)  # {'ready': True}: the imports are done
+        ready = select.select([self._process.stdout], [], [], 300)[0]
+        if not ready or not json.loads(self._process.stdout.readline() or 'null'):
+            self._failed('did not start within 300 s')
+        threading.Thread(target=self._read_replies, daemon=True).start()
 
-    def _reply(self, timeout: Optional[float]) -> dict:
-        ready, _, _ = select.select([self._process.stdout], [], [], timeout)
-        line = self._process.stdout.readline() if ready else ''
-        if not line:
-            if not ready:
-                raise TimeoutError
-            with open(self._log.name) as f:
-                raise RuntimeError('the fork server ended:\n' + f.read()[-3000:])
-        return json.loads(line)
+    def _failed(self, why: str) -> None:
+        with open(self._log.name) as f:
+            raise RuntimeError(f'the fork server {why}:\n' + f.read()[-3000:])
+
+    def _read_replies(self) -> None:
+        for line in self._process.stdout:
+            reply = json.loads(line)
+            if 'pid' in reply:
+                self._children[reply['id']]._start(reply['pid'])
+                continue
+            _CHILDREN_CPU_S[0] += reply['cpu_s']
+            self._reported_s += reply['cpu_s']
+            self._children.pop(reply['id'])._end(reply['returncode'])
+        for child in list(self._children.values()):
+            child._started.set()  # the server ended: a request waiting on its pid fails
+
+    def start(self, argv: Sequence[str], env: Dict[str, str], cwd: str,
+              script: Optional[str] = None, code: Optional[str] = None,
+              merged: bool = False) -> Forked:
+        """`script` (a path, with `argv` as `sys.argv`, the script's path first) or `code`
+        (as `python -c code *argv`) in a forked child; its stdout and stderr go to files
+        (`Forked.output`), or, `merged`, to one (`Forked.stdout` streams it)."""
+        directory = tempfile.TemporaryDirectory()
+        out, err = (os.path.join(directory.name, name) for name in ('stdout', 'stderr'))
+        for path in (out, err):
+            open(path, 'w').close()
+        child = Forked(out, directory)
+        with self._lock:
+            request_id, self._next_id = self._next_id, self._next_id + 1
+            self._children[request_id] = child
+            request = {'id': request_id, 'script': script, 'code': code, 'argv': list(argv),
+                       'env': env, 'cwd': cwd, 'stdout': out, 'stderr': out if merged else err}
+            self._process.stdin.write(json.dumps(request) + '\n')
+            self._process.stdin.flush()
+        if not child._started.wait(60) or child.pid < 0:
+            self._failed('did not fork a child')
+        return child
 
     def run(self, argv: Sequence[str], env: Dict[str, str], cwd: str, timeout: float,
             script: Optional[str] = None, code: Optional[str] = None
             ) -> Tuple[int, str, str]:
-        """(exit status, stdout, stderr) of `script` (a path, with `argv` as `sys.argv`, the
-        script's path first) or `code` (as `python -c code *argv`) in a forked child.
+        """(exit status, stdout, stderr) of `start(...)`'s child once it has ended.
         Raises `subprocess.TimeoutExpired` after `timeout` seconds, its process group
         killed."""
-        with self._lock, tempfile.TemporaryDirectory() as directory:
-            out, err = os.path.join(directory, 'stdout'), os.path.join(directory, 'stderr')
-            for path in (out, err):
-                open(path, 'w').close()
-            request = {'script': script, 'code': code, 'argv': list(argv), 'env': env,
-                       'cwd': cwd, 'stdout': out, 'stderr': err}
-            self._process.stdin.write(json.dumps(request) + '\n')
-            self._process.stdin.flush()
-            pid = self._reply(timeout=60)['pid']
-            try:
-                done = self._reply(timeout=timeout)
-                timed_out = False
-            except TimeoutError:
-                os.killpg(pid, signal.SIGKILL)
-                done, timed_out = self._reply(timeout=60), True
-            _CHILDREN_CPU_S[0] += done['cpu_s']
-            self._reported_s += done['cpu_s']
-            with open(out) as f_out, open(err) as f_err:
-                stdout, stderr = f_out.read(), f_err.read()
-            if timed_out:
-                raise subprocess.TimeoutExpired([script or '-c', *argv], timeout, stdout, stderr)
-            return done['returncode'], stdout, stderr
+        child = self.start(argv, env, cwd, script=script, code=code)
+        try:
+            child.wait(timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait(60)
+            timed_out = True
+        stdout, stderr = child.output('stdout'), child.output('stderr')
+        child._directory.cleanup()
+        if timed_out:
+            raise subprocess.TimeoutExpired([script or '-c', *argv], timeout, stdout, stderr)
+        return child.returncode, stdout, stderr
 
     def close(self) -> None:
-        """Ends the server. Reaped, it counts in this process's `RUSAGE_CHILDREN` with all
-        its children: their CPU leaves `children_cpu_s`, so that it counts once."""
+        """Ends the server (once its children have). Reaped, it counts in this process's
+        `RUSAGE_CHILDREN` with all its children: their CPU leaves `children_cpu_s`, so
+        that it counts once."""
         if self._process.poll() is None:
             self._process.stdin.close()
             try:

@@ -1,9 +1,11 @@
 """The tests' fork server (`tests/forked.py`): a child gets its own argv, environment,
 working directory, streams and exit status, ends as an interpreter ends, and a timeout
-kills it with whatever it started."""
+kills it with whatever it started; children run side by side, a background one's
+output streamed."""
 
 import os
 import resource
+import signal
 import subprocess
 import time
 
@@ -95,3 +97,23 @@ def test_a_childs_cpu_counts_once_before_and_after_its_server_is_reaped(tmp_path
 def _reaped_cpu_s() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
+
+
+def test_children_run_side_by_side_and_stream_their_merged_output(server, tmp_path):
+    """A child in the background (`start`, merged output read as it is written) while
+    another runs to its end; signals reach the background child, its status comes back."""
+    waiting = server.start([], dict(os.environ), str(tmp_path), merged=True, code=(
+        'import signal, sys, time\n'
+        'signal.signal(signal.SIGTERM, lambda *_: sys.exit(7))\n'
+        'print("out", flush=True)\n'
+        'print("err", file=sys.stderr, flush=True)\n'
+        'time.sleep(600)\n'))
+    lines = iter(waiting.stdout)
+    assert [next(lines), next(lines)] == ['out\n', 'err\n']
+    assert waiting.poll() is None
+    code, out, _ = server.run([], dict(os.environ), str(tmp_path), timeout=60,
+                              code='print("beside it")')
+    assert (code, out) == (0, 'beside it\n')
+    waiting.send_signal(signal.SIGTERM)
+    assert waiting.wait(60) == 7 and waiting.poll() == 7
+    assert list(lines) == []  # the stream ends with the child

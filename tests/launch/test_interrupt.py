@@ -6,8 +6,6 @@ import json
 import os
 import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -18,7 +16,6 @@ import tensorflow as tf
 from reverb_agents.launch import export, rundir
 from reverb_agents.launch.actor import Policy
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FLAGS = ['--agent=clear', '--env=CartPole-v1', '--num_envs=4', '--lstm_size=8',
          '--hidden_sizes=16', '--batch_size=8', '--unroll_length=5', '--min_replay_size=8',
          '--queue_size=16', '--eval_episodes=2', '--num_steps=100000000', '--log_interval_s=0.5',
@@ -29,7 +26,7 @@ LEARNER_STEPS = re.compile(r'learner steps (\d+)')
 class Output:
     """A process's merged output, read line by line on a thread (no blocking reads)."""
 
-    def __init__(self, process: subprocess.Popen):
+    def __init__(self, process):
         self.lines = []
         self._thread = threading.Thread(target=self._read, args=(process.stdout,), daemon=True)
         self._thread.start()
@@ -45,13 +42,9 @@ class Output:
         return [int(m.group(1)) for m in map(LEARNER_STEPS.search, list(self.lines)) if m]
 
 
-def test_ctrl_c_checkpoints_exports_and_exits_130(tmp_path):
+def test_ctrl_c_checkpoints_exports_and_exits_130(tmp_path, start_script):
     logdir = str(tmp_path / 'run')
-    process = subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, 'launch', 'run.py'), '--no_preset', f'--logdir={logdir}',
-         *FLAGS],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+    process = start_script('run', ['--no_preset', f'--logdir={logdir}', *FLAGS])
     output = Output(process)
     try:
         deadline = time.monotonic() + 120

@@ -15,7 +15,6 @@ from reverb_agents.agents.clear.config import CLEARConfig
 from reverb_agents.launch import lockfile, rundir
 from reverb_agents.launch.options import RunOptions
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMALL = ['--agent=clear', '--env=CartPole-v1', '--num_envs=4', '--lstm_size=0',
          '--hidden_sizes=16', '--batch_size=8', '--unroll_length=5', '--min_replay_size=8',
          '--queue_size=16', '--eval_episodes=2']
@@ -26,11 +25,12 @@ def lock_record(logdir) -> dict:
         return json.load(f)
 
 
-def wait_for_lock(logdir, process: subprocess.Popen, timeout_s: float = 120) -> dict:
-    """The lock record once `process` holds the lock."""
+def wait_for_lock(logdir, process, timeout_s: float = 120) -> dict:
+    """The lock record once `process` (a `subprocess.Popen` or a `tests.forked.Forked`)
+    holds the lock."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        assert process.poll() is None, process.stdout.read()[-3000:]
+        assert process.poll() is None, ''.join(process.stdout)[-3000:]
         try:
             record = lock_record(logdir)
             if record.get('pid') == process.pid:
@@ -86,13 +86,10 @@ def test_a_live_holder_refuses_others_and_a_killed_ones_lock_is_taken_over(holde
     assert not os.path.exists(os.path.join(logdir, lockfile.LOCK_FILE))  # released
 
 
-def test_a_second_run_is_one_error_line_while_the_first_lives(tmp_path, run_cli):
+def test_a_second_run_is_one_error_line_while_the_first_lives(tmp_path, run_cli, start_script):
     logdir = str(tmp_path / 'run')
-    first = subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, 'launch', 'run.py'), '--no_preset',
-         f'--logdir={logdir}', *SMALL, '--num_steps=100000000'],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+    first = start_script('run', ['--no_preset', f'--logdir={logdir}', *SMALL,
+                                 '--num_steps=100000000'])
     try:
         record = wait_for_lock(logdir, first)
         second = run_cli([*SMALL, '--num_steps=1000', '--resume'], logdir=logdir)

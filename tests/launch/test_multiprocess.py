@@ -9,7 +9,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 
@@ -19,8 +18,6 @@ from reverb_agents.launch import launcher
 from reverb_agents.replay import connection
 from tests.launch import test_network_isolation as network_checks
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RUN_PY = os.path.join(ROOT, 'launch', 'run.py')
 
 # A small CLEAR on CartPole: the point here is the processes, not the learning.
 SMALL = ['--agent=clear', '--env=CartPole-v1', '--num_envs=4', '--lstm_size=8',
@@ -34,14 +31,12 @@ TIMEOUT_S = 240
 
 
 class LauncherRun:
-    """`run.py --launcher=multiprocess` in the background, its output collected."""
+    """`run.py --launcher=multiprocess` in the background (forked: `start_script`), its
+    output collected."""
 
-    def __init__(self, logdir, *args):
-        self.process = subprocess.Popen(
-            [sys.executable, RUN_PY, '--launcher=multiprocess', '--no_preset', f'--logdir={logdir}',
-             *args],
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-            text=True, bufsize=1)
+    def __init__(self, start_script, logdir, *args):
+        self.process = start_script(
+            'run', ['--launcher=multiprocess', '--no_preset', f'--logdir={logdir}', *args])
         self.lines = []
         self._done = False  # the output ended
         self._changed = threading.Condition()
@@ -105,12 +100,12 @@ class LauncherRun:
 
 
 @pytest.fixture
-def runs():
+def runs(start_script):
     """Starts LauncherRuns; kills any still running at the end of the test."""
     started = []
 
     def start(logdir, *args):
-        run = LauncherRun(logdir, *args)
+        run = LauncherRun(start_script, logdir, *args)
         started.append(run)
         return run
 
@@ -289,25 +284,22 @@ def test_bad_input_is_one_clear_line_within_30_s(args, message, run_cli):
 
 
 @pytest.mark.parametrize('role', ['actor', 'learner'])
-def test_role_exits_with_one_error_when_the_server_stays_away(role, tmp_path, error_lines):
+def test_role_exits_with_one_error_when_the_server_stays_away(role, tmp_path, error_lines,
+                                                              start_script):
     port = launcher.free_port()
     logdir = f'--logdir={tmp_path}/run'
-    replay = subprocess.Popen([sys.executable, RUN_PY, '--role=replay', f'--replay_port={port}',
-                               logdir, *SMALL], stdout=subprocess.DEVNULL,
-                              stderr=subprocess.DEVNULL)
+    replay = start_script('run', ['--role=replay', f'--replay_port={port}', logdir, *SMALL])
     try:
         connection.wait_for_server(f'127.0.0.1:{port}', 60)
         # Without a learner (or actors) the role waits on weights (or data); the
         # watchdog notices the server even then.
-        child = subprocess.Popen([sys.executable, RUN_PY, f'--role={role}',
-                                  f'--replay_address=127.0.0.1:{port}', '--reconnect_timeout_s=3',
-                                  logdir, *SMALL], stdout=subprocess.DEVNULL,
-                                 stderr=subprocess.PIPE, text=True)
+        child = start_script('run', [f'--role={role}', f'--replay_address=127.0.0.1:{port}',
+                                     '--reconnect_timeout_s=3', logdir, *SMALL])
         lines = []
         watching = threading.Event()
 
         def read_stderr():
-            for line in child.stderr:
+            for line in child.stdout:  # stdout and stderr
                 lines.append(line)
                 if 'watching the Reverb server' in line:
                     watching.set()

@@ -27,7 +27,6 @@ from absl import flags
 from reverb_agents.launch import command_line, isolation
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-RUN_PY = os.path.join(ROOT, 'launch', 'run.py')
 SMALL = ['--agent=clear', '--env=CartPole-v1', '--no_preset', '--num_envs=4', '--lstm_size=8',
          '--hidden_sizes=16', '--batch_size=8', '--unroll_length=5', '--min_replay_size=8',
          '--queue_size=16', '--eval_episodes=1', '--log_interval_s=0.5',
@@ -99,12 +98,11 @@ def is_loopback(address: ipaddress._BaseAddress) -> bool:
 
 
 class Run:
-    """`launch/run.py` in the background, in a session of its own, its output collected."""
+    """`launch/run.py` in the background, in a session of its own (forked:
+    `start_script`), its output collected."""
 
-    def __init__(self, args: List[str]):
-        self.process = subprocess.Popen(
-            [sys.executable, RUN_PY, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL, text=True, bufsize=1, start_new_session=True)
+    def __init__(self, start_script, args: List[str]):
+        self.process = start_script('run', args)
         self.lines: List[str] = []
         self._changed = threading.Condition()
         threading.Thread(target=self._read, daemon=True).start()
@@ -144,11 +142,11 @@ class Run:
 
 
 @pytest.fixture
-def start_run(tmp_path):
+def start_run(tmp_path, start_script):
     started = []
 
     def start(*args: str) -> Run:
-        run = Run([f'--logdir={tmp_path / f"run{len(started)}"}', *args])
+        run = Run(start_script, [f'--logdir={tmp_path / f"run{len(started)}"}', *args])
         started.append(run)
         return run
 

@@ -5,8 +5,6 @@ checkpoint, and the resumed run's first batch is sampled from the restored items
 import os
 import re
 import signal
-import subprocess
-import sys
 import time
 
 import reverb
@@ -18,7 +16,6 @@ from reverb_agents.launch import setup as setup_lib
 from reverb_agents.launch.options import RunOptions
 from reverb_agents.replay import tables as tables_lib
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMALL_SAC = dict(hidden_sizes=(8,), critic_hidden_sizes=(8,), batch_size=8, learning_starts=16)
 FLAGS = ['--agent=sac', '--env=Pendulum-v1', '--num_envs=4', '--hidden_sizes=8',
          '--critic_hidden_sizes=8', '--batch_size=8', '--learning_starts=16',
@@ -32,14 +29,10 @@ def _options(logdir: str, num_steps: int) -> RunOptions:
                       save_replay=True)
 
 
-def _kill_after_checkpoint(logdir: str, min_env_steps: int) -> None:
-    """Runs SAC in a child process and kills it (SIGKILL: nothing saved on the way
-    out) once a checkpoint of at least `min_env_steps` is written."""
-    process = subprocess.Popen(
-        [sys.executable, os.path.join(ROOT, 'launch', 'run.py'), '--no_preset',
-         f'--logdir={logdir}', *FLAGS],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+def _kill_after_checkpoint(start_script, logdir: str, min_env_steps: int) -> None:
+    """Runs SAC in a child process (`start_script`) and kills it (SIGKILL: nothing saved
+    on the way out) once a checkpoint of at least `min_env_steps` is written."""
+    process = start_script('run', ['--no_preset', f'--logdir={logdir}', *FLAGS])
     lines = []
     try:
         deadline = time.monotonic() + 180
@@ -57,9 +50,9 @@ def _kill_after_checkpoint(logdir: str, min_env_steps: int) -> None:
         process.wait(timeout=30)
 
 
-def test_resumed_run_samples_its_restored_replay(tmp_path, monkeypatch):
+def test_resumed_run_samples_its_restored_replay(tmp_path, monkeypatch, start_script):
     logdir = str(tmp_path / 'run')
-    _kill_after_checkpoint(logdir, min_env_steps=800)
+    _kill_after_checkpoint(start_script, logdir, min_env_steps=800)
     checkpoint = tf.train.load_checkpoint(
         tf.train.latest_checkpoint(os.path.join(logdir, rundir.CHECKPOINTS)))
     env_steps = int(checkpoint.get_tensor('env_steps/.ATTRIBUTES/VARIABLE_VALUE'))
