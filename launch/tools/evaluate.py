@@ -20,7 +20,7 @@ episode.
 import json
 import os
 import sys
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
@@ -36,7 +36,9 @@ from absl import app, flags  # noqa: E402
 from reverb_agents.launch import help as help_lib  # noqa: E402  (no TensorFlow)
 from reverb_agents.launch.environments import suites  # noqa: E402  (gymnasium, numpy)
 from reverb_agents.launch.environments.bandits import IDS as BANDITS  # noqa: E402  (registers them)
-from reverb_agents.launch.policy import Policy, PolicyError  # noqa: E402
+
+if TYPE_CHECKING:  # TensorFlow is imported in `main`, after flags and --help
+    from reverb_agents.launch.policy import Policy
 
 flags.DEFINE_string('saved_model', None, 'directory written by launch/export.py')
 flags.DEFINE_string('env', None, f'gymnasium id (default: the one recorded in the model); '
@@ -57,10 +59,12 @@ flags.DEFINE_bool('verbose', False, "show TensorFlow's own log lines (its CUDA s
 FLAGS = flags.FLAGS
 
 
-EvaluationError = PolicyError
+class EvaluationError(ValueError):
+    """A bad flag or an environment that cannot be made (the policy's own checks raise
+    `launch.policy.PolicyError`): one `error:` line."""
 
 
-def run_episodes(policy: Policy, env: gym.Env, episodes: int, seed: int,
+def run_episodes(policy: 'Policy', env: gym.Env, episodes: int, seed: int,
                  deterministic: bool = True, reward_weights=None,
                  epsilon: float = 0.0) -> Tuple[np.ndarray, Optional[np.ndarray]]:
     """One environment, episodes one after another (episode i reset with `seed + i`),
@@ -76,6 +80,7 @@ def run_episodes(policy: Policy, env: gym.Env, episodes: int, seed: int,
 
 def main(argv):
     del argv
+    from reverb_agents.launch.policy import Policy, PolicyError
     try:
         if not 0.0 <= FLAGS.eval_epsilon <= 1.0:
             raise EvaluationError(f'--eval_epsilon must be in [0, 1], got {FLAGS.eval_epsilon}')
@@ -113,7 +118,7 @@ def main(argv):
         except gym.error.DependencyNotInstalled as e:  # rendering needs pygame, etc.
             raise EvaluationError(f'--video_dir: {e}') from None
         env.close()
-    except EvaluationError as e:
+    except (EvaluationError, PolicyError) as e:
         print(f'error: {e}', file=sys.stderr)
         sys.exit(1)
     print(json.dumps({'env': env_id, **({'env_kwargs': env_kwargs} if env_kwargs else {}),
