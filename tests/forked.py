@@ -203,9 +203,10 @@ class ForkServer:
         self._children: Dict[int, Forked] = {}
         self._next_id = 0
         self._reported_s = 0.0  # the CPU of its children, added to `children_cpu_s`
-        ready = select.select([self._process.stdout], [], [], 300)[0]
-        if not ready or not json.loads(self._process.stdout.readline() or 'null'):
+        if not select.select([self._process.stdout], [], [], 300)[0]:
             self._failed('did not start within 300 s')
+        if not self._process.stdout.readline():  # {"ready": true}: the imports are done
+            self._failed('ended while it started')
         threading.Thread(target=self._read_replies, daemon=True).start()
 
     def _failed(self, why: str) -> None:
