@@ -8,7 +8,8 @@ CPU of the subprocesses it waited for (`RUSAGE_CHILDREN`: `launch/run.py` runs,
 standalone SavedModel checks, ...; for the runs forked by the tests' fork
 servers, `tests/forked.py`, the CPU the servers report) and the wall, setup and
 teardown included
-(so a module fixture's cost lands on the first test that uses it). At the end
+(so a module fixture's cost lands on the first test that uses it), and when and in
+which process it started (the suite's timeline: where workers sat idle). At the end
 pytest writes one JSON: every test, and the sums per file, largest first.
 Processes nobody waits for (Ray's workers) and the kernel's own threads are
 not counted. The suite's time is CPU-bound on 2 cores, so these sums, not the
@@ -57,12 +58,13 @@ def pytest_configure(config) -> None:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     own, children = _cpu()
-    started = time.monotonic()
+    at, started = time.time(), time.monotonic()
     yield
     own_after, children_after = _cpu()
     row = {'test': item.nodeid, 'own_cpu_s': round(own_after - own, 2),
            'subprocess_cpu_s': round(children_after - children, 2),
-           'wall_s': round(time.monotonic() - started, 2)}
+           'wall_s': round(time.monotonic() - started, 2),
+           'started': round(at, 2), 'worker': os.getpid()}
     with open(os.path.join(_parts(item.config), f'{os.getpid()}.jsonl'), 'a') as f:
         f.write(json.dumps(row) + '\n')
 

@@ -130,6 +130,9 @@ def define_flags(fv: flags.FlagValues) -> None:
             f'learner steps between checkpoints instead of --checkpoint_interval_s (0: by '
             f'seconds; --deterministic: {DETERMINISTIC_CHECKPOINT_STEPS:,} when 0)')
     boolean('deterministic', _DEFAULTS.deterministic, DETERMINISTIC_HELP)
+    boolean('export', _DEFAULTS.export, 'write the final policy as a SavedModel in '
+            '<logdir>/saved_model (--noexport: none, as in a sweep; launch/export.py '
+            'exports any checkpoint later)')
     string('torso_precision', _DEFAULTS.torso_precision, 'image torsos\' compute: float32, or '
            'bfloat16 from float32 weights (about half a Nature CNN learner step on CPUs with '
            'AMX or AVX512-BF16; the export computes in float32)')
@@ -251,7 +254,7 @@ def resolve(values: Mapping[str, Any]) -> Tuple[RunOptions, Any]:
             'vector_env', 'eval_every_steps', 'step_mul', 'fixed_step_mul', 'eval_epsilon',
             'target_return', 'target_greedy', 'log_interval_s', 'checkpoint_interval_s',
             'log_interval_steps', 'checkpoint_interval_steps', 'deterministic',
-            'torso_precision')},
+            'torso_precision', 'export')},
         launcher='multiprocess' if role else launcher,
         **{**agent.run_defaults, **{k: x for k, x in per_agent.items() if x is not None}})
     return options, setup_lib.resolve_config(options, config)

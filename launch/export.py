@@ -2,7 +2,7 @@
 
 `python launch/export.py --logdir=DIR [--checkpoint=PATH] --output=DIR`
 exports from a run's checkpoint; every run exports its final policy to
-`<logdir>/saved_model` (`launch/learner_loop.py`).
+`<logdir>/saved_model` (`launch/learner_loop.py`) unless given `--noexport`.
 
 Signatures (all batched `[B, ...]`; names are the inputs' and outputs' keys):
 - `initial_state(batch_size: int32 [])` -> `state_0 ... state_K`: the core's

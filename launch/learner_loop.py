@@ -229,7 +229,7 @@ class LearnerRun:
         threading.Thread(target=stream.clear, name='close_data', daemon=True).start()
 
     def finish(self, stats: EpisodeStats, interrupted: bool = False) -> Dict[str, Any]:
-        """Checkpoints, evaluates, exports; returns the summary (also summary.json).
+        """Checkpoints, evaluates, exports (`--export`); returns the summary (summary.json).
 
         `interrupted` (Ctrl-C): no evaluation, so the run ends within seconds
         (`eval_*` are null, `eval_episodes` 0); the summary says `interrupted`.
@@ -262,9 +262,11 @@ class LearnerRun:
                 self.periodic.record(self.core, self.total_env_steps(), eval_mean, eval_std,
                                      final=True)
         mean_return, _, _ = stats.recent(TARGET_WINDOW)
-        console.status(f'exporting the policy to {os.path.join(options.logdir, "saved_model")}')
-        saved_model = export.export_run_policy(self.core, setup.action_space,
-                                               setup.observation_space, options)
+        saved_model = os.path.join(options.logdir, 'saved_model') if options.export else None
+        if saved_model:
+            console.status(f'exporting the policy to {saved_model}')
+            saved_model = export.export_run_policy(self.core, setup.action_space,
+                                                   setup.observation_space, options)
         best = self.periodic.summary() if self.periodic is not None else {}
         wall_time = max(self.wall_time, 1e-9)
         summary = {

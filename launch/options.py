@@ -44,6 +44,7 @@ class RunOptions:
     step_mul: int = 1  # frames per decision at most; 1: off
     fixed_step_mul: bool = False  # repeat every action step_mul times (else the policy picks)
     save_replay: bool = False  # in-process: checkpoint the Reverb tables with the learner
+    export: bool = True  # write the final policy as a SavedModel, <logdir>/saved_model
     launcher: str = 'inprocess'  # what runs the roles (summary.json): inprocess, multiprocess, ray
     intra_op_threads: int = 0  # TensorFlow's threads within one op; 0: its default (one per core)
     torso_precision: str = 'float32'  # image torsos' compute: float32 or bfloat16 (networks.torsos)

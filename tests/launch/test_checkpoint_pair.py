@@ -57,14 +57,15 @@ CHILD = textwrap.dedent(f'''
     config = configs.from_flat(registry.get('sac').config_class, {SMALL_SAC!r})
     inprocess.train(RunOptions(agent='sac', env='Pendulum-v1', num_envs=4, num_steps=10**8,
                                logdir=logdir, eval_episodes=1, log_interval_s=1000.0,
-                               checkpoint_interval_steps=40, save_replay=True), config)
+                               checkpoint_interval_steps=40, save_replay=True, export=False),
+                    config)
 ''')
 
 
 def options(logdir: str, num_steps: int) -> RunOptions:
     return RunOptions(agent='sac', env='Pendulum-v1', num_envs=4, num_steps=num_steps,
                       logdir=logdir, eval_episodes=1, log_interval_s=1000.0,
-                      checkpoint_interval_steps=40, save_replay=True)
+                      checkpoint_interval_steps=40, save_replay=True, export=False)
 
 
 def replay_items(setup: setup_lib.RunSetup, path: str, tmp_path) -> int:

@@ -68,7 +68,7 @@ def test_forgetting_is_clipped_and_null_for_a_task_never_learned():
 def test_a_task_sequence_run_writes_continual_csv_and_forgetting(tmp_path):
     logdir = tmp_path / 'run'
     options = small_options(logdir, env='CartPole-v1,Acrobot-v1', steps_per_task=600,
-                            num_steps=1200, eval_episodes=2)
+                            num_steps=1200, eval_episodes=2, export=False)
     summary = inprocess.train(options, SMALL_CONFIG)
     with open(logdir / continual.CSV) as f:
         rows = list(csv.DictReader(f))

@@ -20,7 +20,8 @@ from reverb_agents.launch.options import RunOptions
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CLEAR_FLAGS = [f'--flagfile={os.path.join(ROOT, "launch", "presets", "clear_cartpole.flags")}',
-               '--deterministic', '--num_steps=6400', '--log_interval_steps=5']
+               '--deterministic', '--num_steps=6400', '--log_interval_steps=5',
+               '--noexport']
 SAME = ('env_steps', 'learner_steps', 'train_return_last20', 'eval_return_mean',
         'eval_return_std', 'eval_episodes', 'deterministic')
 
@@ -77,6 +78,9 @@ def test_same_seed_same_progress_checkpoint_and_evaluation(clear_runs):
             assert read(first, path) == read(second, path), name
     assert {k: summary(first)[k] for k in SAME} == {k: summary(second)[k] for k in SAME}
     assert summary(first)['deterministic'] is True
+    # --noexport (what is compared here is the training): no SavedModel was written.
+    assert summary(first)['saved_model'] is None
+    assert not os.path.exists(os.path.join(first, 'saved_model'))
 
 
 ACER = dict(lstm_size=8, hidden_sizes=(8,), advantage_hidden_sizes=(8,), batch_size=4,
@@ -96,7 +100,8 @@ def acer_runs(tmp_path_factory):
         logdirs[name] = str(root / name)
         inprocess.train(RunOptions(agent='acer', env='CartPole-v1', num_envs=4, seed=seed,
                                    logdir=logdirs[name], eval_episodes=2, num_steps=500,
-                                   deterministic=True, log_interval_steps=20), config)
+                                   deterministic=True, log_interval_steps=20, export=False),
+                        config)
     return logdirs
 
 

@@ -43,7 +43,7 @@ def test_a_run_on_async_environments_with_keywords(tmp_path):
         queue_size=8))
     options = RunOptions(env='CartPole-v1', env_kwargs={'sutton_barto_reward': True},
                          vector_env='async', num_envs=2, num_steps=600, seed=0,
-                         logdir=str(tmp_path / 'run'), eval_episodes=2)
+                         logdir=str(tmp_path / 'run'), eval_episodes=2, export=False)
     summary = inprocess.train(options, config)
     assert summary['env_steps'] >= 600 and summary['learner_steps'] > 0
     # Sutton and Barto's CartPole reward: 0 per step, -1 at the end.

@@ -17,7 +17,7 @@ from reverb_agents.launch.options import RunOptions
 
 SMALL = ['--agent=clear', '--env=CartPole-v1', '--num_envs=4', '--lstm_size=0',
          '--hidden_sizes=16', '--batch_size=8', '--unroll_length=5', '--min_replay_size=8',
-         '--queue_size=16', '--eval_episodes=2']
+         '--queue_size=16', '--eval_episodes=2', '--noexport']
 
 
 def lock_record(logdir) -> dict:

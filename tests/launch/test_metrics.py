@@ -127,8 +127,10 @@ def test_a_short_run_writes_action_histograms_variable_norm_and_env_info(tmp_pat
     logdir = tmp_path / 'run'
     summary = inprocess.train(RunOptions(
         env=INFO_ENV, num_envs=4, num_steps=3000, seed=1, logdir=str(logdir), eval_episodes=1,
-        log_interval_s=0.2, summary_interval_s=0.2, eval_every_steps=1000), config)
-    assert summary['learner_steps'] > 0
+        log_interval_s=0.2, summary_interval_s=0.2, eval_every_steps=1000, export=False),
+        config)
+    assert summary['learner_steps'] > 0 and summary['saved_model'] is None  # --noexport
+    assert not (logdir / 'saved_model').exists()
     scalars, histograms = read_events(logdir)
 
     # Training returns against env steps (not learner steps): increasing, within the run.

@@ -140,7 +140,7 @@ def test_killed_actor_and_replay_server_are_restarted_and_the_run_completes(runs
     # few thousand env steps); the rest of the budget, on the restarted server, leaves
     # actor 0 seconds to start again and act before the run ends.
     budget = 10000  # margin for the restarted actor 0 to act before the end
-    run = runs(logdir, *SMALL, '--num_actors=2', f'--num_steps={budget}')
+    run = runs(logdir, *SMALL, '--num_actors=2', f'--num_steps={budget}', '--noexport')
     run.wait_for(LEARNER_STEPS.pattern)
     _, checkpointed = run.wait_for(r"replay checkpoint .*tables held (\{.*'replay': [1-9].*\})")
     held = tables(checkpointed)

@@ -22,7 +22,8 @@ def test_a_policy_pretrained_on_demonstrations_is_evaluated_before_any_actor(
                        bc_demos=cartpole_rule_demos, bc_pretrain_steps=300, bc_strength=1.0,
                        bc_steps=50, lstm_size=0, hidden_sizes=(32,), learning_rate=3e-3,
                        num_envs=8, batch_size=8, min_replay_size=8, queue_size=8,
-                       eval_every_steps=640, eval_episodes=3)
+                       eval_every_steps=640, eval_episodes=3, export=False)
+    assert result.policy is None  # export=False: nothing exported, nothing loaded
     rows = _rows(os.path.join(result.logdir, 'eval.csv'))
     assert int(rows[0]['env_steps']) == 0 and len(rows) >= 2
     # The hand rule's demonstrations hold ~5 x 200+ steps; an untrained policy lasts ~20.

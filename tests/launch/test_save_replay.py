@@ -26,7 +26,7 @@ CHECKPOINT = re.compile(r'checkpoint at env step ([\d,]+)')
 def _options(logdir: str, num_steps: int) -> RunOptions:
     return RunOptions(agent='sac', env='Pendulum-v1', num_envs=4, num_steps=num_steps,
                       logdir=logdir, eval_episodes=1, checkpoint_interval_s=1000,
-                      save_replay=True)
+                      save_replay=True, export=False)
 
 
 def _kill_after_checkpoint(start_script, logdir: str, min_env_steps: int) -> None:

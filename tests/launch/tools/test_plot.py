@@ -58,7 +58,8 @@ def test_learning_curves_of_two_seeds_from_real_runs(tmp_path):
     for seed in (0, 1):
         logdir = str(tmp_path / f'seed{seed}')
         inprocess.train(RunOptions(env='CartPole-v1', num_envs=4, num_steps=2000, seed=seed,
-                                   logdir=logdir, eval_episodes=1, log_interval_s=0.1), config)
+                                   logdir=logdir, eval_episodes=1, log_interval_s=0.1,
+                                   export=False), config)
         rows = run_files.read_progress(f'{logdir}/{metrics.PROGRESS_CSV}')
         assert len(rows) >= 3 and rows[-1]['env_steps'] >= 2000
         logdirs.append(logdir)
