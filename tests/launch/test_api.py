@@ -64,7 +64,8 @@ def test_every_section_with_code_is_tested():
 def test_train_stop_early_predict_example(tmp_path, forked_python):
     """CLEAR's CartPole preset, stopped by EarlyStopping at its first evaluation of 500
     (or five without a better one); the callback saw progress rows, evaluations and
-    checkpoints; `predict` and the TensorFlow-only loop play the same greedy episode."""
+    checkpoints; `predict` and the TensorFlow-only loop play the same greedy episode with
+    the best evaluation's policy."""
     lines = run_section('Train, stop early, predict', tmp_path, forked_python)
     assert printed(lines, 'stopped by a callback:') == 'True'
     logdir = printed(lines, 'logdir:')
@@ -80,10 +81,13 @@ def test_train_stop_early_predict_example(tmp_path, forked_python):
     assert '(the best so far)' in evaluations[0]
     best = max(range(len(scheduled)), key=scheduled.__getitem__)
     assert scheduled[-1] == 500 or len(scheduled) - 1 - best == 5, lines
-    assert scheduled[-1] == 500, lines  # seed 1 solves CartPole before it stalls
-    assert float(printed(lines, 'eval return:')) > 400, lines  # a random policy: about 20
-    # One greedy episode of that policy: its evaluation's episodes vary (280 seen beside
-    # 500s), so this checks a trained policy, far above a random one's ~20.
+    # It learned (a random policy: about 20). Seed 1 usually reaches 500 by 40k env steps,
+    # but the threads' timing differs from run to run, and one run collapsed after 403 at
+    # 20k and stopped five evaluations later: the final policy may be below the best.
+    assert scheduled[best] >= 400, lines
+    float(printed(lines, 'eval return:'))  # the final policy's evaluation was printed
+    # One greedy episode of the best policy: its evaluation's episodes vary (280 seen
+    # beside 500s), so this checks a trained policy, far above a random one's ~20.
     assert float(printed(lines, 'predict return:')) > 100, lines
 
 

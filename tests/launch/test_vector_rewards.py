@@ -101,7 +101,8 @@ def test_actor_stores_reward_vectors_in_replay(tmp_path):
 @pytest.mark.parametrize('weights,goal', [((1.0, 0.0), 0.8), ((0.0, 1.0), -0.8)])
 def test_weights_decide_what_sac_learns(tmp_path, weights, goal, run_script, error_lines):
     options = RunOptions(agent='sac', env='TwoGoals-v0', num_envs=8, num_steps=1000, seed=0,
-                         logdir=str(tmp_path), eval_episodes=4, log_interval_s=1000.0)
+                         logdir=str(tmp_path), eval_episodes=4, log_interval_s=1000.0,
+                         export=goal > 0)  # evaluate.py reads one weighting's SavedModel
     config = SACConfig(hidden_sizes=(32, 32), critic_hidden_sizes=(32, 32), batch_size=64,
                        reward_weights=weights)
     summary = inprocess.train(options, config)
