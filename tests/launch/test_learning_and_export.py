@@ -20,11 +20,14 @@ from reverb_agents.launch.policy import Policy, PolicyError
 # Budgets and reward transforms of launch/presets/clear_cartpole.flags and
 # acer_cartpole.flags (the networks and batches are the agents' defaults), each stopped
 # at the target of clear_cartpole_475 / acer_cartpole_475 (a last-20 training mean and a
-# greedy check at 475) within its budget; ACER, the slower learner per env step, within
-# half of it. (A run that ends at its budget overshoots it by at most a round:
-# tests/launch/test_run.py.)
-BUDGETS = {'clear': (CLEARConfig(reward_scaling=0.1), 300_000, 475.0),
-           'acer': (ACERConfig(reward_clipping='abs_one', reward_scaling=0.1), 150_000, 475.0)}
+# greedy check at 475). ACER, the slower learner per env step, must reach it within
+# half its preset's budget (acer_cartpole_475's claim); CLEAR may instead run its whole
+# budget, as clear_cartpole's claim is its final evaluation. (A run that ends at its
+# budget overshoots it by at most a round: tests/launch/test_run.py.)
+# agent: (config, budget, target, whether the target must be reached within the budget)
+BUDGETS = {'clear': (CLEARConfig(reward_scaling=0.1), 300_000, 475.0, False),
+           'acer': (ACERConfig(reward_clipping='abs_one', reward_scaling=0.1), 150_000, 475.0,
+                    True)}
 
 
 @pytest.fixture(scope='module')
@@ -35,7 +38,7 @@ def train_once(tmp_path_factory):
 
     def train(agent):
         if agent not in done:
-            config, num_steps, target = BUDGETS[agent]
+            config, num_steps, target, _ = BUDGETS[agent]
             logdir = tmp_path_factory.mktemp(f'cartpole_{agent}')
             options = RunOptions(agent=agent, seed=1, logdir=str(logdir), num_steps=num_steps,
                                  target_return=target, log_interval_s=1000.0)
@@ -61,11 +64,12 @@ def test_solves_cartpole_within_budget(trained):
     summary, _ = trained
     assert summary['eval_return_mean'] >= 475.0, summary
     assert summary['eval_episodes'] == 20
-    _, budget, _ = BUDGETS[summary['agent']]
-    # Stopped at the target within the budget, or else at the budget (the final greedy
-    # evaluation above is the proof either way).
-    assert summary['reached_target'] or summary['env_steps'] >= budget, summary
-    assert summary['env_steps'] <= budget + 20_000, summary  # not far past (exact: test_run)
+    _, budget, _, must_reach = BUDGETS[summary['agent']]
+    if must_reach:
+        assert summary['reached_target'] and summary['env_steps'] <= budget, summary
+    else:  # at the target within the budget, or else at the budget
+        assert summary['reached_target'] or summary['env_steps'] >= budget, summary
+        assert summary['env_steps'] <= budget + 20_000, summary  # not far past (exact: test_run)
 
 
 def test_clear_learns_cartpole_with_rmsprop(tmp_path):
