@@ -64,6 +64,10 @@ def child(request):
     os.environ.clear()
     os.environ.update(request['env'])
     os.chdir(request['cwd'])
+    # PYTHONPATH's entries go after the script's directory, as a fresh interpreter puts them.
+    extra = [p for p in request['env'].get('PYTHONPATH', '').split(os.pathsep)
+             if p and p not in sys.path]
+    sys.path[1:1] = extra
     if 'numpy' in sys.modules:  # a fresh interpreter seeds numpy's global generator anew
         sys.modules['numpy'].random.seed()
     code = 1
@@ -285,12 +289,14 @@ class ForkServer:
 
 # Environment variables a child cannot take from its request: read when the
 # interpreter starts or when TensorFlow loads (in the server, before any request).
+# PYTHONPATH is the exception: the child adds its entries to `sys.path` itself.
 START_UP_VARIABLES = ('PYTHON', 'TF_', 'CUDA', 'LD_', 'XLA_', 'OMP_', 'MKL', 'GRPC')
 
 
 def needs_fresh_interpreter(extra_env: Optional[Dict[str, str]]) -> bool:
     """Whether an environment on top of the test's needs a fresh interpreter."""
-    return any(key.startswith(START_UP_VARIABLES) for key in (extra_env or {}))
+    return any(key.startswith(START_UP_VARIABLES) and key != 'PYTHONPATH'
+               for key in (extra_env or {}))
 
 
 def servers_for(preloads: Dict[str, List[str]], env: Dict[str, str]):

@@ -74,9 +74,25 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.parametrize('extra_env,fresh', [
     (None, False), ({'REVERB_AGENTS_X': '1'}, False), ({'TF_CPP_MIN_LOG_LEVEL': '3'}, True),
-    ({'PYTHONPATH': '/x'}, True), ({'CUDA_VISIBLE_DEVICES': ''}, True)])
+    ({'PYTHONHASHSEED': '1'}, True), ({'PYTHONPATH': '/x'}, False),
+    ({'CUDA_VISIBLE_DEVICES': ''}, True)])
 def test_variables_read_at_start_up_need_a_fresh_interpreter(extra_env, fresh):
     assert forked.needs_fresh_interpreter(extra_env) == fresh
+
+
+def test_a_childs_pythonpath_comes_after_its_scripts_directory(server, tmp_path):
+    """A fresh interpreter's order: the script's directory, then PYTHONPATH's entries,
+    then the server's own path; the child imports a module only PYTHONPATH holds."""
+    (tmp_path / 'lib_a').mkdir()
+    (tmp_path / 'lib_a' / 'only_here.py').write_text('WHERE = "lib_a"\n')
+    script = tmp_path / 'script.py'
+    script.write_text('import sys, only_here\nprint(only_here.WHERE)\n'
+                      'print(sys.path[:2])\n')
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / 'lib_a'),
+                                                      os.environ.get('PYTHONPATH', '')]))
+    code, out, err = server.run([str(script)], env, '/', timeout=60, script=str(script))
+    assert code == 0, err
+    assert out.splitlines() == ['lib_a', repr([str(tmp_path), str(tmp_path / 'lib_a')])]
 
 
 def test_a_childs_cpu_counts_once_before_and_after_its_server_is_reaped(tmp_path):
