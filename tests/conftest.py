@@ -19,10 +19,10 @@
 
 import os
 
-# Three xdist workers share the machine's 2 cores (a third fills the time tests spend
-# waiting on subprocesses, servers and timeouts), and many tests start runs in
-# subprocesses besides: TensorFlow's per-process pool of one thread per core only
-# oversubscribes them
+# Two xdist workers share the machine's 2 cores (pytest.ini; a third cost more CPU in
+# contention than it won back while tests wait: docs/benchmarks.md#the-test-suite),
+# and many tests start runs in subprocesses besides: TensorFlow's per-process pool of
+# one thread per core only oversubscribes them
 # (one thread each made a sample of the suite 6-9% faster side by side). Set before
 # TensorFlow starts (it reads the variable when it creates its context); subprocesses
 # inherit it.
