@@ -19,8 +19,8 @@
 
 import os
 
-# Two xdist workers share the machine's 2 cores (pytest.ini; a third cost more CPU in
-# contention than it won back while tests wait: docs/benchmarks.md#the-test-suite),
+# Two xdist workers share the machine's 2 cores (pytest.ini; with a third the suite
+# counted more CPU and was no faster: docs/benchmarks.md#the-test-suite),
 # and many tests start runs in subprocesses besides: TensorFlow's per-process pool of
 # one thread per core only oversubscribes them
 # (one thread each made a sample of the suite 6-9% faster side by side). Set before
