@@ -40,6 +40,43 @@ class RMSProp(snt.optimizers.RMSProp):
                 self.mg.extend(slot(p, 0.0) for p in parameters)
 
 
+class Adam(snt.optimizers.Adam):
+    """Sonnet's Adam (its slots, its update) with each parameter's update one fused
+    `ResourceApplyAdam` kernel: Sonnet builds about 36 ops a parameter, which every trace
+    of a step pays for in Python (docs/benchmarks.md#the-test-suite).
+
+    The kernel's epsilon is scaled by sqrt(1 - beta2^t), so that its update
+    lr sqrt(1 - beta2^t) / (1 - beta1^t) m / (sqrt(v) + epsilon') is Sonnet's
+    lr m_hat / (sqrt(v_hat) + epsilon).
+    """
+
+    def apply(self, updates, parameters):
+        if any(isinstance(u, tf.IndexedSlices) for u in updates):
+            return super().apply(updates, parameters)
+        if len(updates) != len(parameters) or not parameters:
+            raise ValueError(f'Adam needs as many updates as parameters (at least one), got '
+                             f'{len(updates)} and {len(parameters)}')
+        self._initialize(parameters)
+        self.step.assign_add(1)
+        step = tf.cast(self.step, tf.float32)
+        beta1_power = tf.pow(tf.cast(self.beta1, tf.float32), step)
+        beta2_power = tf.pow(tf.cast(self.beta2, tf.float32), step)
+        scalars = dict(beta1_power=beta1_power, beta2_power=beta2_power,
+                       lr=tf.cast(self.learning_rate, tf.float32),
+                       beta1=tf.cast(self.beta1, tf.float32),
+                       beta2=tf.cast(self.beta2, tf.float32),
+                       epsilon=self.epsilon * tf.sqrt(1.0 - beta2_power))
+        for update, param, m, v in zip(updates, parameters, self.m, self.v):
+            if update is None:
+                continue
+            if update.dtype != param.dtype:
+                raise ValueError(f'an update of {update.dtype.name} for the parameter '
+                                 f'{param.name} of {param.dtype.name}')
+            typed = {k: tf.cast(x, param.dtype) for k, x in scalars.items()}
+            tf.raw_ops.ResourceApplyAdam(var=param.handle, m=m.handle, v=v.handle,
+                                         grad=update, **typed)
+
+
 class LearnerBase(contract.Learner):
     """`learning_rate` (a variable the launcher anneals), `optimizer`, `num_steps`,
     `num_env_frames` (fresh, non-replayed frames consumed, as in the seeds)."""
@@ -65,8 +102,8 @@ class LearnerBase(contract.Learner):
             return RMSProp(learning_rate=learning_rate, decay=c.rmsprop_decay,
                            momentum=c.rmsprop_momentum, epsilon=c.rmsprop_epsilon,
                            centered=c.rmsprop_centered)
-        return snt.optimizers.Adam(learning_rate=learning_rate, beta1=c.adam_beta1,
-                                   beta2=c.adam_beta2, epsilon=c.adam_epsilon)
+        return Adam(learning_rate=learning_rate, beta1=c.adam_beta1, beta2=c.adam_beta2,
+                    epsilon=c.adam_epsilon)
 
     def set_progress(self, fraction: float) -> None:
         """Anneals the learning rate: `fraction` of the env-step budget is done."""

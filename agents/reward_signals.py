@@ -52,6 +52,7 @@ import sonnet as snt
 import tensorflow as tf
 
 from reverb_agents.agents.configs import field, require
+from reverb_agents.agents.learner_base import Adam
 from reverb_agents.agents.slots import create_slots
 from reverb_agents.networks.cores import CoreInputs
 from reverb_agents.networks.distributions import ActionSpace
@@ -451,7 +452,7 @@ class RewardSignals(snt.Module):
         if 'curiosity' in self.names:
             self.curiosity = ICM(observation_space, action_space, config.curiosity_encoding_size,
                                  config.signal_hidden_size)
-            self.curiosity_optimizer = snt.optimizers.Adam(config.curiosity_learning_rate)
+            self.curiosity_optimizer = Adam(config.curiosity_learning_rate)
             # The running mean of the squared (bounded) forward error: `curiosity_clip`'s
             # and `curiosity_normalize`'s scale.
             self.curiosity_mean_square = tf.Variable(0.0, trainable=False,
@@ -460,7 +461,7 @@ class RewardSignals(snt.Module):
         if 'gail' in self.names:
             self.gail = Discriminator(observation_space, action_space, config.gail_use_actions,
                                       config.signal_hidden_size)
-            self.gail_optimizer = snt.optimizers.Adam(config.gail_learning_rate)
+            self.gail_optimizer = Adam(config.gail_learning_rate)
             self.gail_demos = DemoBuffer(config.gail_demos, action_space, observation_dtype)
         self.bc_demos = (DemoBuffer(config.bc_demos, action_space, observation_dtype)
                          if config.uses_bc else None)

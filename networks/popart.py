@@ -126,8 +126,12 @@ class PopArtLinear(snt.Linear):
         return dict(zip(METRICS, (mean[0], std[0])))
 
     def _per_output(self, x: tf.Tensor) -> tf.Tensor:
-        """A group statistic `[G]` repeated over its block of outputs: `[O]`."""
-        return tf.repeat(x, self.output_size // self.groups)
+        """A group statistic `[G]` repeated over its block of outputs: `[O]` (`[1]`, which
+        broadcasts as `[O]` does, with one group)."""
+        block = self.output_size // self.groups
+        if self.groups == 1 or block == 1:
+            return x  # tf.repeat builds ~28 ops, and every trace of a value head pays them
+        return tf.reshape(tf.tile(x[:, None], [1, block]), [-1])
 
     def group_of(self, task: tf.Tensor) -> Optional[tf.Tensor]:
         """The group of each entry of `task` (any shape) for `normalize` and `std`: the
