@@ -52,9 +52,9 @@ import sonnet as snt
 import tensorflow as tf
 
 from reverb_agents.agents.configs import field, require
-from reverb_agents.agents.learner_base import Adam
+from reverb_agents.agents.optimizers import Adam
 from reverb_agents.agents.slots import create_slots
-from reverb_agents.networks.cores import CoreInputs
+from reverb_agents.networks.cores import CoreInputs, merge_time
 from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.observations import ObservationTorso, observation_spec
 from reverb_agents.replay import demos as demos_lib
@@ -437,8 +437,7 @@ def demo_cloning_loss(demos: DemoBuffer, core: Any, action_space: ActionSpace, l
 
 def _flat(x: Any) -> Any:
     """[T, B, ...] -> [T * B, ...] for every leaf of a nest."""
-    return tf.nest.map_structure(
-        lambda t: tf.reshape(t, tf.concat([[-1], tf.shape(t)[2:]], 0)), x)
+    return tf.nest.map_structure(merge_time, x)
 
 
 class RewardSignals(snt.Module):

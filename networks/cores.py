@@ -57,14 +57,21 @@ class AgentOutput(NamedTuple):
     features: tf.Tensor  # [..., H]: what the heads see (the LSTM output)
 
 
-def _merge(x: tf.Tensor) -> tf.Tensor:
+def merge_time(x: tf.Tensor) -> tf.Tensor:
     """[T, B, ...] -> [T * B, ...]."""
+    # Trailing sizes known at trace time make the shape a constant: 2 ops, not the 9 of
+    # one computed in the graph, and every trace pays for each op in Python.
+    rest = tf.TensorShape(x.shape)[2:]
+    if rest.is_fully_defined():
+        return tf.reshape(x, [-1] + rest.as_list())
     return tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0))
 
 
-def _split(x: tf.Tensor, t_b: tf.Tensor) -> tf.Tensor:
-    """[T * B, ...] -> [T, B, ...]."""
-    return tf.reshape(x, tf.concat([t_b, tf.shape(x)[1:]], 0))
+def split_time(x: tf.Tensor, t_b: tf.Tensor) -> tf.Tensor:
+    """[T * B, ...] -> [T, B, ...] (`t_b`: `[T, B]`)."""
+    rest = tf.TensorShape(x.shape)[1:]
+    rest = rest.as_list() if rest.is_fully_defined() else tf.shape(x)[1:]
+    return tf.reshape(x, tf.concat([t_b, rest], 0))
 
 
 # --- the previous reward's transform ------------------------------------------------
@@ -538,11 +545,11 @@ class ActorCriticCore(snt.RNNCore):
         steps through time.
         """
         t_b = tf.shape(inputs.first)[:2]
-        merged = tf.nest.map_structure(_merge, inputs)
+        merged = tf.nest.map_structure(merge_time, inputs)
         x, mask = self._embed(merged)  # [T * B, E]
         state = initial_state
         if self._lstm is not None:
-            outputs, state = self._lstm.unroll(_split(x, t_b), inputs.first, state)
-            x = _merge(outputs)  # [T * B, H]
+            outputs, state = self._lstm.unroll(split_time(x, t_b), inputs.first, state)
+            x = merge_time(outputs)  # [T * B, H]
         out = self._heads(x, mask, merged.task)
-        return tf.nest.map_structure(lambda y: _split(y, t_b), out), state
+        return tf.nest.map_structure(lambda y: split_time(y, t_b), out), state

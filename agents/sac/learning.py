@@ -81,7 +81,8 @@ from reverb_agents.agents.slots import create_slots
 from reverb_agents.agents.sac import losses
 from reverb_agents.agents.sac.config import SACConfig, resolve_target_entropy
 from reverb_agents.networks.critics import CriticEnsemble
-from reverb_agents.networks.cores import ActorCriticCore, CoreInputs, SoftQPolicyHead
+from reverb_agents.networks.cores import (ActorCriticCore, CoreInputs, SoftQPolicyHead,
+                                          merge_time)
 from reverb_agents.networks.distributions import ActionSpace, UnsupportedSpaceError, sample_squashed
 from reverb_agents.networks.observations import (
     ACTION_MASK, observation_spec, split_action_mask, without_action_mask)
@@ -106,11 +107,6 @@ def metric_names(config: SACConfig, action_space: ActionSpace) -> Tuple[str, ...
              'policy/alpha_learning_rate')
             + tuple(f'losses/critic_{r}' for r in range(config.num_critic_replicas))
             + tuple(f'policy/{kind}_{g}' for g in groups for kind in ('alpha', 'entropy')))
-
-
-def _merge(x: tf.Tensor) -> tf.Tensor:
-    """[T, B, ...] -> [T * B, ...]."""
-    return tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0))
 
 
 class SACLearner(LearnerBase):
@@ -394,11 +390,11 @@ class SACLearner(LearnerBase):
             inputs = CoreInputs(observation, tuple(a[1:] for a in steps.prev_action),
                                 steps.prev_reward[1:], steps.first[1:])
             next_params = self.core.unroll(inputs, ())[0].policy_params
-        params = tuple(_merge(p) for p in next_params)
+        params = tuple(merge_time(p) for p in next_params)
         action, log_prob, branch_log_probs = self._policy(params)
         q = self.target_critics(self._critic_observation(
-            tf.nest.map_structure(_merge, observation)), action,
-            None if next_memory is None else _merge(next_memory))
+            tf.nest.map_structure(merge_time, observation)), action,
+            None if next_memory is None else merge_time(next_memory))
         values = self._expected_q(self._components(self._replica_min(q)),
                                   branch_log_probs)  # [k, N']
         values = tf.reshape(tf.transpose(values), [T + n - 1, -1, self._reward_size])
@@ -473,9 +469,9 @@ class SACLearner(LearnerBase):
                 core_state)
             core_state = tf.nest.map_structure(tf.stop_gradient, core_state)
         steps = tf.nest.map_structure(lambda x: x[K:], all_steps)  # [T + n, B]
-        learned = tf.nest.map_structure(lambda x: _merge(x[:T]), steps)  # [T * B] rows
+        learned = tf.nest.map_structure(lambda x: merge_time(x[:T]), steps)  # [T * B] rows
         # [T * B]: 0 where the row's observation is an episode's final one (a placeholder).
-        mask = 1.0 - tf.cast(_merge(steps.first[1:T + 1]), tf.float32)
+        mask = 1.0 - tf.cast(merge_time(steps.first[1:T + 1]), tf.float32)
         valid_rows = tf.maximum(tf.reduce_sum(mask), 1.0)
         weights = self.importance_weights(batch)  # [B]: 1 unless replay is prioritized
         if config.normalize:  # statistics first, as ML-Agents updates before its update
@@ -498,8 +494,9 @@ class SACLearner(LearnerBase):
             with tf.GradientTape() as actor_tape:
                 params, memory_live, next_params, next_memory = self._actor_outputs(inputs,
                                                                                     core_state)
-                params_t, params = params, tuple(_merge(p) for p in params)  # [T, B] and [T * B]
-                memory_live = None if memory_live is None else _merge(memory_live)
+                # [T, B] and [T * B]
+                params_t, params = params, tuple(merge_time(p) for p in params)
+                memory_live = None if memory_live is None else merge_time(memory_live)
                 # The actor loss sees the memory as a constant input of Q.
                 memory = None if memory_live is None else tf.stop_gradient(memory_live)
                 action, log_prob, branch_log_probs = self._policy(params)
@@ -534,7 +531,7 @@ class SACLearner(LearnerBase):
                 # the temperature loss sees the entropy as one.
                 actor_and_alpha_loss = actor_loss + alpha_loss
                 if self._prior is not None:
-                    kl = _merge(prior_lib.kl_to_prior(  # [T * B]
+                    kl = merge_time(prior_lib.kl_to_prior(  # [T * B]
                         self._prior, self._actions, tf.nest.map_structure(lambda x: x[:T], steps),
                         params_t))
                     actor_and_alpha_loss += (config.prior.prior_kl_weight
