@@ -114,6 +114,8 @@ class ExportedPolicy(tf.Module):
                for i, s in enumerate(self._state_specs)},
         }
         self.specs_json = json.dumps(self._specs(env, observation_space, space))
+        # The core's step, traced once for the three functions that take it.
+        self._unroll = _concrete(lambda **kw: self._unroll_step(kw), **inputs)
         self.step = _concrete(lambda **kw: self._step(False, **kw), **inputs)
         self.step_deterministic = _concrete(lambda **kw: self._step(True, **kw), **inputs)
         self.policy_params = _concrete(self._policy_params, **inputs)
@@ -196,7 +198,7 @@ class ExportedPolicy(tf.Module):
         return outputs.policy_params, {f'state_{i}': s for i, s in enumerate(new_flat)}
 
     def _step(self, deterministic: bool, **inputs) -> Dict[str, tf.Tensor]:
-        params, new_state = self._unroll_step(inputs)
+        params, new_state = self._unroll(**inputs)
         leaves = self._actions.mode(params) if deterministic else self._actions.sample(params)
         outputs, start = {}, 0
         for part, count in zip(self._action_parts, self._leaf_counts):
@@ -208,7 +210,7 @@ class ExportedPolicy(tf.Module):
         return {**outputs, **new_state}
 
     def _policy_params(self, **inputs) -> Dict[str, tf.Tensor]:
-        params, new_state = self._unroll_step(inputs)
+        params, new_state = self._unroll(**inputs)
         return {**{f'params_{i}': p for i, p in enumerate(params)}, **new_state}
 
 
