@@ -52,9 +52,8 @@ import tensorflow as tf
 from absl import logging
 
 from reverb_agents.agents import configs, registry
-from reverb_agents.launch import rundir, signatures
+from reverb_agents.launch import rundir, setup as setup_lib, signatures
 from reverb_agents.launch.environments.action_repeat import ACTION, STEP_MUL
-from reverb_agents.launch import setup as setup_lib
 from reverb_agents.launch.options import RunOptions
 from reverb_agents.launch.signatures import ExportError
 from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
@@ -114,8 +113,7 @@ class ExportedPolicy(tf.Module):
                for i, s in enumerate(self._state_specs)},
         }
         self.specs_json = json.dumps(self._specs(env, observation_space, space))
-        # The core's step, traced once for the three functions that take it.
-        self._unroll = _concrete(lambda **kw: self._unroll_step(kw), **inputs)
+        self._unroll = _concrete(lambda **kw: self._unroll_step(kw), **inputs)  # traced once
         self.step = _concrete(lambda **kw: self._step(False, **kw), **inputs)
         self.step_deterministic = _concrete(lambda **kw: self._step(True, **kw), **inputs)
         self.policy_params = _concrete(self._policy_params, **inputs)
