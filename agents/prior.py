@@ -25,6 +25,7 @@ import gymnasium as gym
 import tensorflow as tf
 
 from reverb_agents.agents.configs import field, require
+from reverb_agents.networks.cores import merge_time, split_time
 from reverb_agents.networks.distributions import ActionSpace, env_action_tensor
 from reverb_agents.networks.observations import ACTION_MASK, exported_observation, observation_spec
 
@@ -134,15 +135,12 @@ class PriorPolicy:
         shape = tf.shape(first)
         T, B = shape[0], shape[1]
         if self._feed_forward:  # every step on its own: one call over T * B rows
-            def merge(x):
-                return tf.reshape(x, tf.concat([[T * B], tf.shape(x)[2:]], 0))
-
             state = self._initial_state_fn(batch_size=T * B)
-            params, _ = self._step(merge(first), tf.nest.map_structure(merge, observation),
-                                   tuple(merge(a) for a in prev_action), merge(prev_reward),
-                                   state)
-            return tuple(tf.stop_gradient(tf.reshape(p, tf.concat([[T, B], tf.shape(p)[1:]], 0)))
-                         for p in params)
+            params, _ = self._step(merge_time(first),
+                                   tf.nest.map_structure(merge_time, observation),
+                                   tuple(merge_time(a) for a in prev_action),
+                                   merge_time(prev_reward), state)
+            return tuple(tf.stop_gradient(split_time(p, shape[:2])) for p in params)
         state = self._initial_state_fn(batch_size=B)
         steps = []
         for t in range(first.shape[0]):  # the sequence length is static in a learner step
