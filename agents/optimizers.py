@@ -54,12 +54,10 @@ class Adam(snt.optimizers.Adam):
         self._initialize(parameters)
         self.step.assign_add(1)
         step = tf.cast(self.step, tf.float32)
-        beta1_power = tf.pow(tf.cast(self.beta1, tf.float32), step)
-        beta2_power = tf.pow(tf.cast(self.beta2, tf.float32), step)
-        scalars = dict(beta1_power=beta1_power, beta2_power=beta2_power,
-                       lr=tf.cast(self.learning_rate, tf.float32),
-                       beta1=tf.cast(self.beta1, tf.float32),
-                       beta2=tf.cast(self.beta2, tf.float32),
+        beta1, beta2 = tf.cast(self.beta1, tf.float32), tf.cast(self.beta2, tf.float32)
+        beta2_power = tf.pow(beta2, step)
+        scalars = dict(beta1_power=tf.pow(beta1, step), beta2_power=beta2_power,
+                       lr=tf.cast(self.learning_rate, tf.float32), beta1=beta1, beta2=beta2,
                        epsilon=self.epsilon * tf.sqrt(1.0 - beta2_power))
         for update, param, m, v in zip(updates, parameters, self.m, self.v):
             if update is None:
