@@ -28,6 +28,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 from absl import flags
 
 from reverb_agents.agents import configs
+from reverb_agents.launch import console
 from reverb_agents.launch.options import RunOptions
 
 HELP_ARGS = ('--help', '-help', '-h', '--helpshort', '-helpshort', '-?')
@@ -262,6 +263,7 @@ def script_parser(fv: flags.FlagValues, doc: str, own_flag: str,
     """`app.run`'s `flags_parser` for a script: `--help` and `--helpfull` as above, exit 0;
     a bad flag is one `error:` line and exit 1; returns the arguments left."""
     def parse(argv: List[str]) -> List[str]:
+        console.freeze_imports()  # `app.run` parses once the script's imports are done
         if wants_help(argv):
             print_help_and_exit(lambda: script_help(fv, argv, doc, own_flag, usage,
                                                     agent_fields))

@@ -21,6 +21,7 @@ it always did (they share the launcher's process group).
 """
 
 import ctypes
+import gc
 import json
 import os
 import runpy
@@ -158,6 +159,7 @@ def main() -> None:
         from tensorflow.python.eager import context
         if context.context()._context_handle is not None:
             raise SystemExit('error: the role server started TensorFlow before forking')
+    gc.freeze()  # as `console.freeze_imports`, and the children share these pages unwritten
     control.sendall(b'{"ready": true}\n')
     serve(control, sys.argv[2])
 

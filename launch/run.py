@@ -49,6 +49,7 @@ def parse_flags(argv: List[str]) -> List[str]:
     """absl's parse with the default preset (`command_line.parse`); a bad flag is one
     `error:` line and exit status 1. `--help` (`--agent=NAME --help`) and `--helpfull`
     print `launch/help.py`'s help and exit 0."""
+    console.freeze_imports()  # `app.run` parses once the imports are done
     help_lib.handle_run_help(FLAGS, argv)
     try:
         rest, _PRESET[0] = command_line.parse(argv, FLAGS)

@@ -29,6 +29,7 @@ import os
 os.environ.setdefault('TF_NUM_INTRAOP_THREADS', '1')
 
 import dataclasses
+import gc
 import json
 import subprocess
 import sys
@@ -82,6 +83,12 @@ _PRELOADS = {
     'tensorflow': ['tensorflow', 'gymnasium'],
 }
 _fork_server, _close_fork_servers = forked.servers_for(_PRELOADS, _SCRIPT_ENV)
+
+
+def pytest_collection_finish(session) -> None:
+    """The collected modules (TensorFlow's included) leave the collector's reach, as
+    the scripts' imports do (`console.freeze_imports`)."""
+    gc.freeze()
 
 
 @pytest.fixture(scope='session', autouse=True)

@@ -49,6 +49,8 @@ for name in json.loads(sys.argv[1]):
 if 'tensorflow' in sys.modules:
     from tensorflow.python.eager import context
     assert context.context()._context_handle is None, 'the preload started TensorFlow'
+import gc
+gc.freeze()  # as the scripts do after their imports (`console.freeze_imports`)
 
 def child(request):
     os.setsid()  # its own process group: a timeout kills whatever it started
