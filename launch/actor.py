@@ -1,7 +1,7 @@
 """One actor loop for every agent.
 
 The actor steps a vector of B environments in lock step with one batched
-`tf.function` policy call per step, buffers steps in numpy and hands them to
+policy call per step (`launch.acting.Policy`), buffers steps in numpy and hands them to
 the injected `SequenceWriter`; it pulls weights through the injected
 `VariableFetcher` once per written sequence (off the per-step path). Nothing
 in it loops over environments in Python except episode bookkeeping at
@@ -10,21 +10,20 @@ episode ends.
 
 import collections
 import threading
-from typing import Any, Callable, Iterator, List, Optional
+from typing import Callable, Iterator, List, Optional
 
 import gymnasium as gym
 import numpy as np
 import reverb
-import tensorflow as tf
 from threadpoolctl import threadpool_limits
 
+from reverb_agents.launch.acting import Policy
 from reverb_agents.launch.environments.action_repeat import FRAMES
 from reverb_agents.launch.environments.factory import reward_size
 from reverb_agents.launch.environments.task_sequence import TASK
 from reverb_agents.launch.metrics import InfoMeans
-from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
+from reverb_agents.networks.cores import ActorCriticCore
 from reverb_agents.networks.distributions import ActionSpace
-from reverb_agents.networks.numpy_core import NumpyCore
 from reverb_agents.networks.observations import ACTION_MASK, numpy_caster
 from reverb_agents.replay.trajectory import Step
 from reverb_agents.replay.variables import VariableFetcher
@@ -77,60 +76,6 @@ class EpisodeStats:
         with self._lock:
             new, self._new = self._new, []
         return new
-
-
-def make_policy_step(core: ActorCriticCore, action_space: ActionSpace,
-                     deterministic: bool = False) -> Callable:
-    """The batched TF acting function: one core step and an action per environment."""
-
-    @tf.function(autograph=False)  # no tensor-dependent Python control flow; tracing is ~3x faster
-    def policy_step(observation, prev_action, prev_reward, first, state, task):
-        outputs, new_state = core(
-            CoreInputs(observation, prev_action, prev_reward, first, task), state)
-        params = outputs.policy_params
-        action = action_space.mode(params) if deterministic else action_space.sample(params)
-        log_prob = action_space.log_prob(params, action)
-        return action, params, log_prob, outputs.baseline, new_state
-
-    return policy_step
-
-
-class Policy:
-    """Acting for a batch of environments, numpy in and out.
-
-    Uses `NumpyCore` where the core allows it (see `networks.numpy_core` for
-    why) and the TF core otherwise; `refresh()` after the weights change.
-    """
-
-    def __init__(self, core: ActorCriticCore, action_space: ActionSpace, seed: int,
-                 deterministic: bool = False, use_numpy: bool = True):
-        self._numpy = (NumpyCore(core, action_space, seed, deterministic)
-                       if use_numpy and NumpyCore.supports(core) else None)
-        self._tf_step = None if self._numpy else make_policy_step(core, action_space,
-                                                                  deterministic)
-        self._core = core
-
-    @property
-    def uses_numpy(self) -> bool:
-        return self._numpy is not None
-
-    def initial_state(self, batch_size: int) -> Any:
-        if self._numpy:
-            return self._numpy.initial_state(batch_size)
-        return tf.nest.map_structure(lambda x: x.numpy(), self._core.initial_state(batch_size))
-
-    def refresh(self) -> None:
-        if self._numpy:
-            self._numpy.refresh()
-
-    def __call__(self, observation, prev_action, prev_reward, first, state, task=None):
-        """-> (action per leaf, params per leaf, log_prob [B], baseline [B], new state);
-        `task` `[B]` int32 picks each row's baseline output (None: task 0)."""
-        if self._numpy:
-            return self._numpy.step(observation, prev_action, prev_reward, first, state, task)
-        outputs = self._tf_step(observation, prev_action, prev_reward, first, state,
-                                () if task is None else task)
-        return tf.nest.map_structure(lambda x: x.numpy(), outputs)
 
 
 class Actor:

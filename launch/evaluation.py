@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 
 from reverb_agents.launch.environments import factory
-from reverb_agents.launch.actor import Policy
+from reverb_agents.launch.acting import Policy
 from reverb_agents.networks.cores import ActorCriticCore
 from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.observations import numpy_caster

@@ -274,7 +274,7 @@ def library_greedy_returns(core, action_space, env_id: str, seeds: Sequence[int]
     """In-library greedy returns, one environment (`env`, else `gym.make(env_id)`), batch
     size 1, episode i on seeds[i]."""
     import tensorflow as tf
-    from reverb_agents.launch.actor import Policy
+    from reverb_agents.launch.acting import Policy
     from reverb_agents.networks.observations import numpy_caster
 
     policy = Policy(core, action_space, seed=0, deterministic=True)

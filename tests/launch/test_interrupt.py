@@ -14,7 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from reverb_agents.launch import export, rundir
-from reverb_agents.launch.actor import Policy
+from reverb_agents.launch.acting import Policy
 
 FLAGS = ['--agent=clear', '--env=CartPole-v1', '--num_envs=4', '--lstm_size=8',
          '--hidden_sizes=16', '--batch_size=8', '--unroll_length=5', '--min_replay_size=8',
