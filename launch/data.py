@@ -150,19 +150,22 @@ def make_learn(learner: Learner, action_names: Optional[Sequence[str]] = None,
     # Python goes through a compiled `learn_on` too, so that the action histograms'
     # masking is not a dozen eager ops per step (most of a small ACER step's time
     # outside its own graph: docs/benchmarks.md#start-up).
+    # An iterator's step is called as the concrete function of its trace, which skips the
+    # `tf.function`'s argument handling on every call (any iterator of the same spec).
     compiled = {}
 
-    def compiled_for(reads_iterator: bool):
+    def compiled_for(reads_iterator: bool, batches=None):
         key = (reads_iterator, learner.phase())
         if key not in compiled:
-            compiled[key] = tf.function(learn_in_graph if reads_iterator else learn_on,
-                                        autograph=False)
+            function = tf.function(learn_in_graph if reads_iterator else learn_on,
+                                   autograph=False)
+            compiled[key] = function.get_concrete_function(batches) if reads_iterator else function
         return compiled[key]
 
     def learn(batches):
         if isinstance(batches, tf.data.Iterator):
             try:
-                return send_priorities(compiled_for(True)(batches))
+                return send_priorities(compiled_for(True, batches)(batches))
             except tf.errors.OutOfRangeError:
                 raise StopIteration from None
         return send_priorities(compiled_for(False)(next(batches)))
