@@ -154,20 +154,20 @@ def make_learn(learner: Learner, action_names: Optional[Sequence[str]] = None,
     # `tf.function`'s argument handling on every call (any iterator of the same spec).
     compiled = {}
 
-    def compiled_for(reads_iterator: bool, batches=None):
-        key = (reads_iterator, learner.phase())
+    def compiled_for(iterator: Optional[tf.data.Iterator] = None):
+        key = (iterator is not None, learner.phase())
         if key not in compiled:
-            function = tf.function(learn_in_graph if reads_iterator else learn_on,
-                                   autograph=False)
-            compiled[key] = function.get_concrete_function(batches) if reads_iterator else function
+            compiled[key] = (tf.function(learn_on, autograph=False) if iterator is None else
+                             tf.function(learn_in_graph, autograph=False).get_concrete_function(
+                                 iterator))
         return compiled[key]
 
     def learn(batches):
         if isinstance(batches, tf.data.Iterator):
             try:
-                return send_priorities(compiled_for(True, batches)(batches))
+                return send_priorities(compiled_for(batches)(batches))
             except tf.errors.OutOfRangeError:
                 raise StopIteration from None
-        return send_priorities(compiled_for(False)(next(batches)))
+        return send_priorities(compiled_for()(next(batches)))
 
     return learn

@@ -21,7 +21,6 @@ it always did (they share the launcher's process group).
 """
 
 import ctypes
-import gc
 import json
 import os
 import runpy
@@ -32,6 +31,8 @@ import subprocess
 import sys
 import threading
 from typing import Any, Dict, List, Optional, Sequence
+
+from reverb_agents.launch import console
 
 PR_SET_PDEATHSIG = 1
 # What `launch/run.py` imports for a role (none of it defines a flag or starts TensorFlow).
@@ -159,7 +160,7 @@ def main() -> None:
         from tensorflow.python.eager import context
         if context.context()._context_handle is not None:
             raise SystemExit('error: the role server started TensorFlow before forking')
-    gc.freeze()  # as `console.freeze_imports`, and the children share these pages unwritten
+    console.freeze_imports()  # and the children share these pages unwritten
     control.sendall(b'{"ready": true}\n')
     serve(control, sys.argv[2])
 
