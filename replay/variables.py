@@ -33,7 +33,7 @@ class VariablePublisher:
         self._new_item_priority = new_item_priority or (lambda: 1.0)
         # One call reads them all: an eager read per variable costs about 3x as much.
         self._read = tf.function(lambda: [v.read_value() for v in self._variables],
-                                 autograph=False)
+                                 autograph=False).get_concrete_function()
 
     def publish(self):
         self._client.insert([value.numpy() for value in self._read()],
@@ -50,11 +50,17 @@ class VariableFetcher:
         self._table = table
         self.num_fetches = 0
         self.new_item_priority = 1.0  # as the learner published it with the weights
-        # One call assigns them all: an eager assign per variable costs about 5x as much.
-        self._assign = tf.function(
-            lambda values: [v.assign(x) for v, x in zip(self._variables, values)],
-            input_signature=[[tf.TensorSpec(v.shape, v.dtype) for v in self._variables]],
-            autograph=False)
+        # As tuples: comparing a numpy shape with a `TensorShape` converts it each time.
+        self._shapes = [tuple(v.shape) for v in self._variables]
+        # One call assigns them all (an eager assign per variable costs about 5x as much),
+        # a concrete function of the flat values: a `tf.function`'s handling of a list
+        # argument costs as much again as the assigns.
+        def assign(*values):
+            for variable, value in zip(self._variables, values):
+                variable.assign(value, read_value=False)
+
+        self._assign = tf.function(assign, autograph=False).get_concrete_function(
+            *[tf.TensorSpec(v.shape, v.dtype) for v in self._variables])
 
     def fetch(self, timeout_s: Optional[float] = None) -> bool:
         """Assigns the latest weights; False when none arrived within `timeout_s`.
@@ -72,8 +78,8 @@ class VariableFetcher:
         if len(values) != len(self._variables):
             raise ValueError(f'published weights have {len(values)} tensors, '
                              f'the actor network has {len(self._variables)}')
-        self._assign([np.squeeze(value, 0) if value.shape != variable.shape else value
-                      for variable, value in zip(self._variables, values)])
+        self._assign(*[tf.constant(np.squeeze(value, 0) if value.shape != shape else value)
+                       for shape, value in zip(self._shapes, values)])
         self.new_item_priority = float(np.asarray(sample.info.priority).reshape(-1)[0])
         self.num_fetches += 1
         return True
