@@ -45,8 +45,9 @@ def test_clear_learns_minatar_breakout_from_uint8_images(tmp_path):
 
 def test_a_bfloat16_torso_trains_and_exports_in_float32(tmp_path, monkeypatch):
     """A short run of the same network with `torso_precision='bfloat16'`: the torso is
-    traced in bfloat16 for acting and learning, and the SavedModel holds no bfloat16."""
-    monkeypatch.setattr(torsos, '_PRECISION', ['float32'])  # the run's setting ends with it
+    traced in bfloat16 (at least once), and the SavedModel holds no bfloat16."""
+    # The run sets the process-wide precision; the test's own setting is undone after it.
+    monkeypatch.setattr(torsos, '_PRECISION', ['float32'])
     traced = []
     precision = torsos.precision
     monkeypatch.setattr(torsos, 'precision', lambda: traced.append(precision()) or traced[-1])
