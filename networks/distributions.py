@@ -133,7 +133,10 @@ class Categorical(Leaf):
 
     def log_prob(self, p: tf.Tensor, a: tf.Tensor) -> tf.Tensor:
         logp = tf.nn.log_softmax(p)
-        return tf.gather(logp, tf.cast(a, tf.int32), batch_dims=len(a.shape))
+        # A one-hot sum, not a batched gather: the same value (masked logits are finite,
+        # MASKED_LOGIT), and a gradient of a few ops instead of the gather's ~20.
+        one_hot = tf.one_hot(tf.cast(a, tf.int32), self.size, dtype=logp.dtype)
+        return tf.reduce_sum(one_hot * logp, -1)
 
     def entropy(self, p: tf.Tensor) -> tf.Tensor:
         logp = tf.nn.log_softmax(p)
