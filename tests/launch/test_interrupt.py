@@ -35,6 +35,12 @@ class Output:
         for line in stream:
             self.lines.append(line.rstrip('\n'))
 
+    def wait(self, timeout_s: float = 30) -> None:
+        """Until every line is read: the child's end comes before the reader's last read
+        of its output (`tests/forked.py` tails a file)."""
+        self._thread.join(timeout_s)
+        assert not self._thread.is_alive(), 'the output did not end'
+
     def text(self) -> str:
         return '\n'.join(self.lines)
 
@@ -56,6 +62,7 @@ def test_ctrl_c_checkpoints_exports_and_exits_130(tmp_path, start_script):
         interrupted = time.monotonic()
         returncode = process.wait(timeout=30)
         assert time.monotonic() - interrupted < 30
+        output.wait()
     finally:
         if process.poll() is None:
             process.kill()

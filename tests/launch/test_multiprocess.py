@@ -82,11 +82,16 @@ class LauncherRun:
                 for m in [LEARNER_STEPS.search(l)] if m]
 
     def finish(self, timeout_s=TIMEOUT_S):
+        """The exit status, once every line of the output is read (the process ends
+        before the reader's last read of its output)."""
         try:
-            return self.process.wait(timeout_s)
+            returncode = self.process.wait(timeout_s)
         except subprocess.TimeoutExpired:
             self.process.kill()
             raise AssertionError('the launcher did not finish; output:\n' + self.output())
+        with self._changed:
+            assert self._changed.wait_for(lambda: self._done, 30), 'the output did not end'
+        return returncode
 
     def output(self, lines=150):
         """The last `lines` lines, without Reverb's routine checkpoint and writer chatter."""
