@@ -55,9 +55,12 @@ def clear_runs(tmp_path_factory, run_script):
     """[logdir, logdir] of two short deterministic preset runs with seed 3."""
     root = tmp_path_factory.mktemp('clear')
     logdirs = [str(root / name) for name in ('first', 'second')]
-    for logdir in logdirs:  # fresh interpreters: two users' runs have their own hash seeds
+    # Two interpreters with their own hash seeds, as two users' runs have: one forked from
+    # the test's fork server (`tests/forked.py`), one fresh (a TensorFlow start-up less
+    # than two fresh ones).
+    for logdir, fresh in zip(logdirs, (False, True)):
         result = run_script('run', [*CLEAR_FLAGS, '--seed=3', f'--logdir={logdir}'],
-                            timeout=120, fresh=True)
+                            timeout=120, fresh=fresh)
         assert result.returncode == 0, result.stderr[-3000:]
     return logdirs
 
