@@ -18,8 +18,8 @@ from reverb_agents.launch.options import RunOptions
 # targets and one update of 256 transitions per two env steps (the transitions of one
 # update of 128 per step in half the updates: a small network's update costs its
 # graph's ops more than its arithmetic). sac_pendulum_5k_fast.flags is the 128x128
-# preset. 7k env steps, not 6k: its evaluations cross -200 between 5k and 6k env steps,
-# later or earlier with the threads' timing (docs/benchmarks.md#the-test-suite).
+# preset. 7k env steps: its evaluations cross -200 between 5k and 6k, earlier or later
+# with the threads' timing, so 7k leaves a margin (docs/benchmarks.md#the-test-suite).
 # The default 256x256 / 256 is the preset sac_pendulum.flags.
 RUN_DEFAULTS = registry.get('sac').run_defaults
 SMALL_SAC = configs.from_flat(SACConfig, dict(hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64),
