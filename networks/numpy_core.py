@@ -466,8 +466,10 @@ class NumpyCore:
         self._mirrors: List[Any] = list(mirrors.values())
         self._deterministic = deterministic
         self._rng = np.random.default_rng(seed)
-        self._read, self._refreshed = None, False  # `refresh`'s compiled read, once it repeats
-        self.refresh()
+        self._read = None  # `refresh`'s compiled read, traced at its first call
+        # Eagerly at construction: the trace costs as much as some 20 eager reads, and a
+        # mirror never refreshed after it (an evaluation's) would not repay it.
+        self._load(self._reads())
 
     @staticmethod
     def supports(core: ActorCriticCore) -> bool:
@@ -481,20 +483,22 @@ class NumpyCore:
         return not mirrors['torso'].has_images
 
     def refresh(self) -> None:
-        """Re-reads the core's variables (call after the weights changed). From the
-        second call on (an actor's, after every weight fetch) in one compiled call: an
-        eager read per variable costs about 4x as much, but the trace costs as much as
-        some 20 eager refreshes, so a mirror refreshed once (an evaluation's) reads
-        eagerly."""
-        if self._read is None and self._refreshed:
+        """Re-reads the core's variables (call after the weights changed; an actor's, after
+        every weight fetch) in one compiled call: an eager read per variable costs about 4x
+        as much."""
+        if self._read is None:
             self._read = tf.function(
-                lambda: tf.nest.map_structure(tf.identity, [m.reads() for m in self._mirrors]),
+                lambda: tf.nest.map_structure(tf.identity, self._reads()),
                 autograph=False).get_concrete_function()
-        values = self._read() if self._read is not None else [m.reads() for m in self._mirrors]
-        values = tf.nest.map_structure(lambda t: t.numpy(), values)
-        for mirror, value in zip(self._mirrors, values):
+        self._load(self._read())
+
+    def _reads(self) -> List[Any]:
+        """Each mirror's `reads()`: the tensors its `refresh` takes."""
+        return [mirror.reads() for mirror in self._mirrors]
+
+    def _load(self, values: List[Any]) -> None:
+        for mirror, value in zip(self._mirrors, tf.nest.map_structure(lambda t: t.numpy(), values)):
             mirror.refresh(value)
-        self._refreshed = True
 
     def initial_state(self, batch_size: int) -> Any:
         if self._memory is None:
