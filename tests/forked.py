@@ -28,6 +28,7 @@ server, so each child starts its own thread pools.
 
 import json
 import os
+import re
 import select
 import signal
 import subprocess
@@ -35,7 +36,7 @@ import sys
 import tempfile
 import threading
 import time
-from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Sequence, Tuple
 
 # The server: imports `preload`, then forks a child per request (a JSON line on stdin,
 # with an `id`) and answers with the child's pid at once, and with its exit status and
@@ -194,6 +195,67 @@ class Forked:
     def output(self, name: str = 'stdout') -> str:
         with open(os.path.join(self._directory.name, name)) as f:
             return f.read()
+
+
+class Output:
+    """A child's output (`Forked.stdout`, or a `subprocess.Popen`'s), read line by line on
+    a thread as it is written, so that a test waits for a line without a blocking read.
+    `on_line(line)`, if given, sees each line first (on the reading thread)."""
+
+    def __init__(self, stream: Iterable[str],
+                 on_line: Optional[Callable[[str], None]] = None):
+        self.lines: List[str] = []
+        self._ended = False
+        self._changed = threading.Condition()
+        self._on_line = on_line
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: Iterable[str]) -> None:
+        try:
+            for line in stream:
+                line = line.rstrip('\n')
+                if self._on_line:
+                    self._on_line(line)
+                with self._changed:
+                    self.lines.append(line)
+                    self._changed.notify_all()
+        finally:
+            with self._changed:
+                self._ended = True
+                self._changed.notify_all()
+
+    def wait_for(self, pattern: str, timeout_s: float, start: int = 0
+                 ) -> Tuple[int, re.Match]:
+        """(index, match) of the first line from `start` on that matches `pattern`; fails
+        once the output has ended without one, or after `timeout_s`."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + timeout_s
+        i = start
+        with self._changed:
+            while True:
+                while i < len(self.lines):
+                    match = regex.search(self.lines[i])
+                    if match:
+                        return i, match
+                    i += 1
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._ended:
+                    raise AssertionError(f'no line matching {pattern!r}; output:\n' +
+                                         self.text(last=150))
+                self._changed.wait(min(remaining, 0.5))
+
+    def wait_end(self, timeout_s: float = 30) -> None:
+        """Until every line is read. A forked child ends before the reader's last read of
+        its output file, and a `Popen`'s pipe stays open while a process it started lives."""
+        with self._changed:
+            assert self._changed.wait_for(lambda: self._ended, timeout_s), \
+                'the output did not end:\n' + self.text(last=150)
+
+    def text(self, last: Optional[int] = None) -> str:
+        """The lines read so far (the `last` ones only, if given), one string."""
+        with self._changed:
+            return '\n'.join(self.lines[-last:] if last else self.lines)
 
 
 class ForkServer:

@@ -133,3 +133,26 @@ def test_children_run_side_by_side_and_stream_their_merged_output(server, tmp_pa
     waiting.send_signal(signal.SIGTERM)
     assert waiting.wait(60) == 7 and waiting.poll() == 7
     assert list(lines) == []  # the stream ends with the child
+
+
+def test_output_reads_lines_as_they_come_and_waits_for_the_end(server, tmp_path):
+    """`Output`: a match from a given line on, every line read once the child has ended
+    (the last one written just before it ends), and a wait that fails once the output
+    ended without its line."""
+    child = server.start([], dict(os.environ), str(tmp_path), merged=True, code=(
+        'import sys, time\n'
+        'print("step 1", flush=True)\n'
+        'time.sleep(0.3)\n'
+        'print("step 2", flush=True)\n'
+        'print("last", end="")\n'))
+    seen = []
+    output = forked.Output(child.stdout, on_line=seen.append)
+    assert output.wait_for(r'step (\d)', timeout_s=60)[0] == 0
+    i, match = output.wait_for(r'step (\d)', timeout_s=60, start=1)
+    assert (i, match.group(1)) == (1, '2')
+    assert child.wait(60) == 0
+    output.wait_end()
+    assert output.lines == seen == ['step 1', 'step 2', 'last']
+    assert output.text() == 'step 1\nstep 2\nlast' and output.text(last=1) == 'last'
+    with pytest.raises(AssertionError, match="no line matching 'step 3'"):
+        output.wait_for('step 3', timeout_s=60)

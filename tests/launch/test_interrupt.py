@@ -6,7 +6,6 @@ import json
 import os
 import re
 import signal
-import threading
 import time
 
 import gymnasium as gym
@@ -15,6 +14,7 @@ import tensorflow as tf
 
 from reverb_agents.launch import export, rundir
 from reverb_agents.launch.acting import Policy
+from tests import forked
 
 FLAGS = ['--agent=clear', '--env=CartPole-v1', '--num_envs=4', '--lstm_size=8',
          '--hidden_sizes=16', '--batch_size=8', '--unroll_length=5', '--min_replay_size=8',
@@ -23,46 +23,17 @@ FLAGS = ['--agent=clear', '--env=CartPole-v1', '--num_envs=4', '--lstm_size=8',
 LEARNER_STEPS = re.compile(r'learner steps (\d+)')
 
 
-class Output:
-    """A process's merged output, read line by line on a thread (no blocking reads)."""
-
-    def __init__(self, process):
-        self.lines = []
-        self._thread = threading.Thread(target=self._read, args=(process.stdout,), daemon=True)
-        self._thread.start()
-
-    def _read(self, stream):
-        for line in stream:
-            self.lines.append(line.rstrip('\n'))
-
-    def wait(self, timeout_s: float = 30) -> None:
-        """Until every line is read: the child's end comes before the reader's last read
-        of its output (`tests/forked.py` tails a file)."""
-        self._thread.join(timeout_s)
-        assert not self._thread.is_alive(), 'the output did not end'
-
-    def text(self) -> str:
-        return '\n'.join(self.lines)
-
-    def learner_steps(self):
-        return [int(m.group(1)) for m in map(LEARNER_STEPS.search, list(self.lines)) if m]
-
-
 def test_ctrl_c_checkpoints_exports_and_exits_130(tmp_path, start_script):
     logdir = str(tmp_path / 'run')
     process = start_script('run', ['--no_preset', f'--logdir={logdir}', *FLAGS])
-    output = Output(process)
+    output = forked.Output(process.stdout)
     try:
-        deadline = time.monotonic() + 120
-        while not any(n >= 10 for n in output.learner_steps()):
-            assert process.poll() is None, output.text()[-3000:]
-            assert time.monotonic() < deadline, output.text()[-3000:]
-            time.sleep(0.2)
+        output.wait_for(r'learner steps [1-9]\d', timeout_s=120)  # 10 or more
         process.send_signal(signal.SIGINT)
         interrupted = time.monotonic()
         returncode = process.wait(timeout=30)
         assert time.monotonic() - interrupted < 30
-        output.wait()
+        output.wait_end()
     finally:
         if process.poll() is None:
             process.kill()
@@ -75,7 +46,8 @@ def test_ctrl_c_checkpoints_exports_and_exits_130(tmp_path, start_script):
     assert summary['interrupted'] is True
     assert summary['eval_episodes'] == 0 and summary['eval_return_mean'] is None  # skipped
     last = summary['learner_steps']
-    assert last >= max(output.learner_steps()) >= 10
+    printed = [int(m.group(1)) for m in map(LEARNER_STEPS.search, output.lines) if m]
+    assert last >= max(printed) >= 10
     # The checkpoint is the learner's last step: named by it, and holding it.
     path = tf.train.latest_checkpoint(os.path.join(logdir, rundir.CHECKPOINTS))
     assert path.endswith(f'ckpt-{last}'), path

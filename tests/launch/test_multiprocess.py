@@ -9,13 +9,13 @@ import os
 import re
 import signal
 import subprocess
-import threading
 import time
 
 import pytest
 
 from reverb_agents.launch import launcher
 from reverb_agents.replay import connection
+from tests import forked
 from tests.launch import test_network_isolation as network_checks
 
 
@@ -37,37 +37,16 @@ class LauncherRun:
     def __init__(self, start_script, logdir, *args):
         self.process = start_script(
             'run', ['--launcher=multiprocess', '--no_preset', f'--logdir={logdir}', *args])
-        self.lines = []
-        self._done = False  # the output ended
-        self._changed = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self):
-        for line in self.process.stdout:
-            with self._changed:
-                self.lines.append(line.rstrip('\n'))
-                self._changed.notify_all()
-        with self._changed:
-            self._done = True
-            self._changed.notify_all()
+        self._output = forked.Output(self.process.stdout)
+        self.lines = self._output.lines
 
     def wait_for(self, pattern, timeout_s=TIMEOUT_S, start=0):
         """(index, match) of the first line from `start` on matching `pattern`."""
-        regex = re.compile(pattern)
-        deadline = time.monotonic() + timeout_s
-        i = start
-        with self._changed:
-            while True:
-                while i < len(self.lines):
-                    match = regex.search(self.lines[i])
-                    if match:
-                        return i, match
-                    i += 1
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._done:
-                    raise AssertionError(f'no line matching {pattern!r}; output:\n' +
-                                         self.output())
-                self._changed.wait(min(remaining, 0.5))
+        try:
+            return self._output.wait_for(pattern, timeout_s, start)
+        except AssertionError:
+            raise AssertionError(f'no line matching {pattern!r}; output:\n' +
+                                 self.output()) from None
 
     def pid(self, child):
         """The pid of the last start of `child` ('replay', 'learner', 'actor 0', ...)."""
@@ -89,8 +68,7 @@ class LauncherRun:
         except subprocess.TimeoutExpired:
             self.process.kill()
             raise AssertionError('the launcher did not finish; output:\n' + self.output())
-        with self._changed:
-            assert self._changed.wait_for(lambda: self._done, 30), 'the output did not end'
+        self._output.wait_end()
         return returncode
 
     def output(self, lines=150):
@@ -300,24 +278,14 @@ def test_role_exits_with_one_error_when_the_server_stays_away(role, tmp_path, er
         # watchdog notices the server even then.
         child = start_script('run', [f'--role={role}', f'--replay_address=127.0.0.1:{port}',
                                      '--reconnect_timeout_s=3', logdir, *SMALL])
-        lines = []
-        watching = threading.Event()
-
-        def read_stderr():
-            for line in child.stdout:  # stdout and stderr
-                lines.append(line)
-                if 'watching the Reverb server' in line:
-                    watching.set()
-
-        reader = threading.Thread(target=read_stderr, daemon=True)
-        reader.start()
+        output = forked.Output(child.stdout)  # stdout and stderr
         # Connected and waiting (starting takes seconds more on a loaded machine).
-        assert watching.wait(90), ''.join(lines)[-2000:]
+        output.wait_for('watching the Reverb server', timeout_s=90)
         assert child.poll() is None
         replay.kill()
         child.wait(timeout=60)
-        reader.join(timeout=10)
-        stderr = ''.join(lines)
+        output.wait_end()
+        stderr = output.text()
     finally:
         replay.kill()
     assert child.returncode == 1, stderr[-2000:]

@@ -17,7 +17,6 @@ import subprocess
 import sys
 import tempfile
 import textwrap
-import threading
 import time
 from typing import Dict, List, Set, Tuple
 
@@ -25,6 +24,7 @@ import pytest
 from absl import flags
 
 from reverb_agents.launch import command_line, isolation
+from tests import forked
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SMALL = ['--agent=clear', '--env=CartPole-v1', '--no_preset', '--num_envs=4', '--lstm_size=8',
@@ -103,28 +103,13 @@ class Run:
 
     def __init__(self, start_script, args: List[str]):
         self.process = start_script('run', args)
-        self.lines: List[str] = []
-        self._changed = threading.Condition()
-        threading.Thread(target=self._read, daemon=True).start()
-
-    def _read(self) -> None:
-        for line in self.process.stdout:
-            with self._changed:
-                self.lines.append(line.rstrip('\n'))
-                self._changed.notify_all()
+        self._output = forked.Output(self.process.stdout)
+        self.lines = self._output.lines
 
     def wait_for(self, pattern: re.Pattern, timeout_s: float = START_TIMEOUT_S) -> re.Match:
-        """The first line matching `pattern`; fails on exit or timeout."""
-        deadline = time.monotonic() + timeout_s
-        with self._changed:
-            while True:
-                for line in self.lines:
-                    match = pattern.search(line)
-                    if match:
-                        return match
-                assert self.process.poll() is None, 'the run ended:\n' + '\n'.join(self.lines)
-                assert time.monotonic() < deadline, 'no match:\n' + '\n'.join(self.lines)
-                self._changed.wait(0.5)
+        """The first line matching `pattern`; fails once the run's output ended, or on
+        timeout."""
+        return self._output.wait_for(pattern, timeout_s)[1]
 
     def wait_for_training(self) -> None:
         """Until the learner has taken a step on env steps the actors sent."""

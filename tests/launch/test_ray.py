@@ -10,13 +10,13 @@ import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import pytest
 import tensorflow as tf
 
 from reverb_agents.launch import launcher
+from tests import forked
 
 ray = pytest.importorskip('ray', reason="the ray extra is not installed (pip install -e '.[ray]')")
 from ray.cluster_utils import Cluster  # noqa: E402
@@ -59,29 +59,25 @@ def test_clear_learns_cartpole_on_two_nodes_and_survives_a_killed_actor(cluster,
                        '--actor_resources=actor_node=1', '--learner_resources=learner_node=1',
                        '--log_interval_s=1', '--target_return=400', '--lstm_size=0',
                        '--num_envs=8', '--replay_fraction=0.75'], logdir)
-    lines, nodes, killed = [], {}, []
+    nodes, killed = {}, []
 
-    def read():
-        for line in process.stdout:
-            lines.append(line)
-            match = ROLE_NODE.search(line)
-            if match:
-                nodes.setdefault(match.group(2), []).append((int(match.group(1)),
-                                                             match.group(3)))
-            # Once the learner is learning, kill actor 0's process (once).
-            if not killed and 'learner steps' in line and 'actor 0' in nodes:
-                killed.append(nodes['actor 0'][0][0])
-                os.kill(killed[0], signal.SIGKILL)
+    def watch(line):
+        match = ROLE_NODE.search(line)
+        if match:
+            nodes.setdefault(match.group(2), []).append((int(match.group(1)), match.group(3)))
+        # Once the learner is learning, kill actor 0's process (once).
+        if not killed and 'learner steps' in line and 'actor 0' in nodes:
+            killed.append(nodes['actor 0'][0][0])
+            os.kill(killed[0], signal.SIGKILL)
 
-    reader = threading.Thread(target=read, daemon=True)
-    reader.start()
+    output = forked.Output(process.stdout, on_line=watch)
     try:
         process.wait(timeout=420)  # a hang guard: under the full suite the run takes minutes
     finally:
         if process.poll() is None:
             process.kill()
-    reader.join(10)
-    text = ''.join(lines)
+    output.wait_end(10)
+    text = output.text()
     assert process.returncode == 0, text[-4000:]
     with open(os.path.join(logdir, 'summary.json')) as f:
         summary = json.load(f)
