@@ -1,5 +1,6 @@
 """benchmarks/suite_cpu.py: a pytest run with the plugin, on two workers, writes each
-test's own CPU and its subprocesses' CPU, summed per file."""
+test's own CPU and its subprocesses' CPU, summed per file, and the machine's busy
+cores over the session."""
 
 import json
 import os
@@ -46,3 +47,10 @@ def test_each_test_gets_its_own_and_its_subprocesses_cpu(tmp_path):
     (name, total), = summary['cpu_s_by_file'].items()
     assert name.endswith('test_burn.py') and total >= 0.2
     assert not os.path.exists(f'{out}.parts')
+    # The machine's cores over the session: at least what the tests counted, less the
+    # rounding of its ticks, and no more than its cores could give.
+    machine = summary['machine']
+    counted = summary['own_cpu_s'] + summary['subprocess_cpu_s']
+    assert machine['busy_cpu_s'] >= counted - 0.1, summary
+    assert machine['busy_cpu_s'] <= (os.cpu_count() + 0.1) * machine['wall_s'], summary
+    assert 0 < machine['counted_share'] <= 1.1 and machine['cores_busy'] > 0, summary
