@@ -13,7 +13,9 @@ is what `multiprocessing`'s `forkserver` start method does for its workers.
 Children run side by side: `ForkServer.run` waits for one to end, and
 `ForkServer.start` leaves it in the background as a `Forked`, which stands in
 for the `subprocess.Popen` of a test that reads a run's output as it comes and
-signals or kills it (a multi-process launcher, Ctrl-C, a killed run).
+signals or kills it (a multi-process launcher, Ctrl-C, a killed run). `Output`
+reads such a stream (a `Forked`'s or a `Popen`'s) on a thread, so that a test
+waits for a line, or for the whole output, without a blocking read.
 
 A forked child differs from a fresh interpreter in what happened before its
 argv was read: the imports, TensorFlow's start-up log lines (printed by the
