@@ -62,13 +62,22 @@ def test_publish_then_fetch(client):
     assert fetcher.fetch(timeout_s=5)
     _assert_equal(fetched, published)
     assert fetcher.num_fetches == 1
-    # Fetching does not consume the item: a second fetch sees the same weights.
+    # Nothing published since: nothing read or assigned (the zeros stay).
     for v in fetched:
         v.assign(tf.zeros_like(v))
-    assert fetcher.fetch(timeout_s=5)
+    assert fetcher.fetch(timeout_s=5) is False
+    _assert_equal(fetched, _variables(lambda i: 0))
+    assert fetcher.num_fetches == 1
+    # Fetching does not consume the item: another actor's first fetch sees the weights.
+    other = _variables(lambda i: -1)
+    assert VariableFetcher(client, other).fetch(timeout_s=5)
+    _assert_equal(other, published)
+    assert client.server_info(timeout=10)[tables.VARIABLES].current_size == 1
+    # A publication of the same values is new: read and assigned.
+    VariablePublisher(client, published).publish()
+    assert fetcher.fetch(timeout_s=0)
     _assert_equal(fetched, published)
     assert fetcher.num_fetches == 2
-    assert client.server_info(timeout=10)[tables.VARIABLES].current_size == 1
 
 
 def test_fetch_sees_latest_publication(client):
