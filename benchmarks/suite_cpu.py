@@ -127,7 +127,7 @@ def pytest_sessionfinish(session, exitstatus) -> None:
             rows += [json.loads(line) for line in f]
     shutil.rmtree(_parts(config), ignore_errors=True)
     busy_before, busy = _SESSION.get('busy_cpu_s'), _busy_cpu_s()
-    wall_s = time.monotonic() - _SESSION['wall'] if 'wall' in _SESSION else None
+    wall_s = time.monotonic() - _SESSION['wall']
     machine_busy = busy - busy_before if busy is not None and busy_before is not None else None
     with open(config.getoption(OPTION), 'w') as f:
         json.dump(summarize(rows, wall_s, machine_busy), f, indent=1)

@@ -210,8 +210,7 @@ class Output:
         self._ended = False
         self._changed = threading.Condition()
         self._on_line = on_line
-        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
-        self._thread.start()
+        threading.Thread(target=self._read, args=(stream,), daemon=True).start()
 
     def _read(self, stream: Iterable[str]) -> None:
         try:

@@ -140,7 +140,7 @@ def test_output_reads_lines_as_they_come_and_waits_for_the_end(server, tmp_path)
     (the last one written just before it ends), and a wait that fails once the output
     ended without its line."""
     child = server.start([], dict(os.environ), str(tmp_path), merged=True, code=(
-        'import sys, time\n'
+        'import time\n'
         'print("step 1", flush=True)\n'
         'time.sleep(0.3)\n'
         'print("step 2", flush=True)\n'
