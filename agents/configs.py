@@ -218,6 +218,55 @@ class ReplayConfig:
 PRIORITY_METRICS = ('replay/priority_mean', 'replay/is_weight_mean')
 
 
+@dataclasses.dataclass(frozen=True)
+class NetworkConfig:
+    """The torso and the memory: built-in by name, or of the user's own as
+    `MODULE:FUNCTION` (`networks.user`, docs/networks.md). The sizes of the built-in
+    parts (`hidden_sizes`, `lstm_size`) stay in each agent's config, whose defaults
+    differ."""
+    torso: str = field('auto', TORSO_DOC + '; or MODULE:FUNCTION, a factory '
+                       'f(observation_space, **torso_kwargs) of a Keras layer / Sonnet module')
+    torso_kwargs: str = field('', 'key=value,... passed to a --torso=MODULE:FUNCTION factory')
+    memory: str = field('', "'' (the LSTM of --lstm_size, or none) or MODULE:FUNCTION, a "
+                        'factory f(**memory_kwargs) of a Keras RNN cell or an snt.RNNCore, in '
+                        "the LSTM's place")
+    memory_kwargs: str = field('', 'key=value,... passed to a --memory=MODULE:FUNCTION factory')
+
+    def __post_init__(self):
+        from reverb_agents.networks import user_spec  # pure Python, no TensorFlow
+        if user_spec.is_user_network(self.torso):
+            user_spec.check_spec('torso', self.torso)
+        else:
+            require_choice('torso', self.torso, TORSOS)
+        if self.memory:
+            user_spec.check_spec('memory', self.memory)
+        user_spec.parse_kwargs('torso_kwargs', self.torso_kwargs)
+        user_spec.parse_kwargs('memory_kwargs', self.memory_kwargs)
+        require(not self.torso_kwargs or user_spec.is_user_network(self.torso),
+                f'--torso_kwargs={self.torso_kwargs} is for a torso of your own '
+                f'(--torso=MODULE:FUNCTION), not the built-in {self.torso!r}')
+        require(not self.memory_kwargs or bool(self.memory),
+                f'--memory_kwargs={self.memory_kwargs} is for a memory of your own '
+                f'(--memory=MODULE:FUNCTION)')
+
+    def core_options(self) -> Dict[str, str]:
+        """`ActorCriticCore`'s keyword arguments for the torso and the memory."""
+        return dict(torso=self.torso, torso_kwargs=self.torso_kwargs, memory=self.memory,
+                    memory_kwargs=self.memory_kwargs)
+
+
+def check_memory(config: Any) -> None:
+    """A user's memory takes the LSTM's place: `lstm_size` must stay 0."""
+    require(not (config.network.memory and config.lstm_size),
+            f'--memory={config.network.memory} takes the LSTM\'s place: leave --lstm_size at '
+            f'0 (got {config.lstm_size})')
+
+
+def recurrent(config: Any) -> bool:
+    """Whether an agent config's core has a memory (an LSTM or the user's own)."""
+    return config.lstm_size > 0 or bool(config.network.memory)
+
+
 def flat_fields(config_class: type) -> Dict[str, Tuple[dataclasses.Field, Optional[str]]]:
     """Every flat name of a config -> (its field, the sub-config attribute or None)."""
     out = {}

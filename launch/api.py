@@ -40,11 +40,14 @@ import gymnasium as gym
 from absl import flags
 
 from reverb_agents.launch import command_line, environments, inprocess, rundir
+from reverb_agents.launch import setup as setup_lib
 from reverb_agents.launch.callbacks import (Callback, CallbackLike, CheckpointSaved, EarlyStopping,
                                            EvaluationResult, RunEvents, StopTraining,
                                            TrainingProgress)
 from reverb_agents.launch.policy import Policy, load_policy
 from reverb_agents.launch.preset_files import NO_PRESET
+from reverb_agents.networks import user as user_lib
+from reverb_agents.networks import user_spec
 
 ENV_NAMESPACE = 'python'  # gymnasium's namespace of the environments given as objects
 EnvSource = Union[str, gym.Env, Callable[..., gym.Env]]
@@ -141,6 +144,18 @@ def _typed(flag: flags.Flag, name: str, value: Any) -> Any:
     return float(value) if kind == 'float' else value
 
 
+def _user_networks(overrides: Dict[str, Any]) -> None:
+    """`torso=` / `memory=` given as a function or a layer object become their config
+    text (`networks.user.spec_of`: `MODULE:FUNCTION`, or `<local>:NAME` for this
+    process); `torso_kwargs=` / `memory_kwargs=` given as a dict, `key=value,...`."""
+    for name in ('torso', 'memory'):
+        if overrides.get(name) is not None:
+            overrides[name] = user_lib.spec_of(name, overrides[name])
+    for name in ('torso_kwargs', 'memory_kwargs'):
+        if overrides.get(name) is not None:
+            overrides[name] = user_spec.format_kwargs(name, overrides[name])
+
+
 def _values(argv: List[str], overrides: Dict[str, Any]) -> Dict[str, Any]:
     """The run's typed values: `argv` (agent, env, preset) through the command line with
     the preset it applies, then each override set as it is (`_typed`)."""
@@ -185,6 +200,7 @@ def train(agent: str = 'clear', env: Optional[EnvSource] = None,
             argv.append(f'--{name}={str(value).lower() if isinstance(value, bool) else value}')
     if num_steps is not None:
         overrides['num_steps'] = num_steps
+    _user_networks(overrides)
     values = _values(argv, overrides)
     if values['role'] or values['launcher'] != 'inprocess':
         raise ValueError('train() runs in one process: leave role and launcher out')
@@ -197,6 +213,10 @@ def train(agent: str = 'clear', env: Optional[EnvSource] = None,
     events = RunEvents(tuple(callbacks), options.logdir, options.progress_row_steps,
                        options.log_interval_s) if callbacks else None
     rundir.check_start(options.logdir, resume, options, config)
+    try:
+        setup_lib.check_networks(options, config)
+    except environments.EnvironmentSetupError as e:
+        raise ValueError(str(e)) from None
     summary = inprocess.train(options, config, events)
     policy = load_policy(summary['saved_model']) if summary.get('saved_model') else None
     return Result(summary, options.logdir, policy, options.env, bool(events and events.stopped))

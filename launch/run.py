@@ -119,6 +119,7 @@ def main(argv):
             run_role(options, config)
             return
         rundir.check_start(options.logdir, FLAGS.resume, options, config)
+        setup_lib.check_networks(options, config)
         console.status(_start_line(options))
         if FLAGS.launcher == 'multiprocess':
             preset = [f'--flagfile={_PRESET[0]}'] if _PRESET[0] else []

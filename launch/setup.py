@@ -14,6 +14,7 @@ from typing import Any, Callable, List, Optional, Tuple, Union
 import gymnasium as gym
 import numpy as np
 import reverb
+import sonnet as snt
 import tensorflow as tf
 from absl import logging
 
@@ -22,7 +23,9 @@ from reverb_agents.launch import checkpoint_pairs, console, environments, rundir
 from reverb_agents.launch.environments import action_repeat, factory, shared_spaces, task_sequence
 from reverb_agents.launch.actor import Actor, EpisodeStats
 from reverb_agents.launch.options import RunOptions
-from reverb_agents.networks import torsos
+from reverb_agents.networks import torsos, user_spec
+from reverb_agents.networks import user as user_lib
+from reverb_agents.networks.numpy_core import NumpyCore
 from reverb_agents.networks.cores import ActorCriticCore
 from reverb_agents.networks.distributions import ActionSpace, UnsupportedSpaceError
 from reverb_agents.networks.observations import observation_spec
@@ -31,6 +34,9 @@ from reverb_agents.replay import tables as tables_lib
 from reverb_agents.replay import trajectory
 from reverb_agents.replay.layout import ItemLayout
 from reverb_agents.replay.variables import VariableFetcher
+
+
+_SAID = [False]  # the actors' TensorFlow acting was announced in this process
 
 
 @dataclasses.dataclass(frozen=True)
@@ -115,6 +121,19 @@ def state_spec(core: ActorCriticCore) -> Any:
                                  core.initial_state(1))
 
 
+def check_networks(options: RunOptions, config: Any) -> None:
+    """A network of the user's own, built once in this process before a run starts any
+    other or writes anything: a bad one is one `EnvironmentSetupError` line here, not
+    one per role."""
+    if not (user_spec.is_user_network(config.network.torso) or config.network.memory):
+        return
+    envs = make_envs(options, config, 1, options.seed, evaluation=True)
+    try:
+        make_setup(options, config, envs)
+    finally:
+        envs.close()
+
+
 def make_setup(options: RunOptions, config: Any, envs: gym.vector.VectorEnv) -> RunSetup:
     """The run's setup; `envs` (any number of the run's environments) gives the spaces."""
     agent = registry.get(options.agent)
@@ -122,10 +141,7 @@ def make_setup(options: RunOptions, config: Any, envs: gym.vector.VectorEnv) -> 
     torsos.set_precision(options.torso_precision)  # before any network is traced
     action_space = factory.check_spaces(options.env, envs, agent.squash_actions)
     obs_space = envs.single_observation_space
-    try:
-        core = agent.build_core(obs_space, action_space, config)
-    except UnsupportedSpaceError as e:
-        raise environments.EnvironmentSetupError(f'{options.env}: {e}') from None
+    core = build_checked_core(options, config, obs_space, action_space)
     for path in agent.demo_files(config):  # one line now, not a traceback in the learner
         try:
             demos_lib.load_demos(path, obs_space, envs.single_action_space)
@@ -139,6 +155,49 @@ def make_setup(options: RunOptions, config: Any, envs: gym.vector.VectorEnv) -> 
     return RunSetup(options, config, agent, obs_space, action_space, plan, layout)
 
 
+def build_checked_core(options: RunOptions, config: Any, observation_space: gym.Space,
+                       action_space: ActionSpace) -> ActorCriticCore:
+    """The agent's core with its variables built, or one `EnvironmentSetupError` line:
+    a space it cannot take, or a network of the user's own that fails its checks or
+    its first unroll (`networks.user`)."""
+    agent = registry.get(options.agent)
+    user_parts = user_spec.is_user_network(config.network.torso) or bool(config.network.memory)
+    if user_parts and options.torso_precision != 'float32':
+        raise environments.EnvironmentSetupError(
+            f'--torso_precision={options.torso_precision} computes the built-in convolution '
+            f'torsos in that precision; a network of your own sets its own (Keras layers\' '
+            f'dtype, e.g. mixed_bfloat16): leave --torso_precision at float32')
+    try:
+        core = agent.build_core(observation_space, action_space, config)
+        core.create_variables()
+    except UnsupportedSpaceError as e:  # NetworkError too
+        raise environments.EnvironmentSetupError(f'{options.env}: {e}') from None
+    except Exception as e:  # noqa: BLE001 -- a user's layer fails its first call
+        if not user_parts:
+            raise
+        line = str(e).strip().splitlines()[0] if str(e).strip() else ''
+        raise environments.EnvironmentSetupError(
+            f'{options.env}: the network of your own (--torso={config.network.torso}'
+            f'{", --memory=" + config.network.memory if config.network.memory else ""}) '
+            f'failed in the core: {type(e).__name__}: {line}') from None
+    return core
+
+
+def network_table(learner: contract.Learner) -> str:
+    """The learner's networks, one row per part: the core's (`ActorCriticCore.describe`)
+    and the others it keeps (SAC's critics, ACER's average network), with their classes
+    and trainable parameters."""
+    rows = [(f'core/{part}', kind, count) for part, kind, count in learner.core.describe()]
+    for name, value in sorted(vars(learner).items()):
+        if (isinstance(value, snt.Module) and not isinstance(value, snt.Optimizer)
+                and value is not learner.core and user_lib.param_count(value)):
+            rows.append((name, type(value).__name__, user_lib.param_count(value)))
+    total = sum(count for _, _, count in rows)
+    return 'networks:\n' + console.table(
+        [(part, f'{kind}  {count:,} parameters') for part, kind, count in rows]
+        + [('total', f'{total:,} trainable parameters')])
+
+
 def make_core(setup: RunSetup) -> ActorCriticCore:
     """The agent's acting core with every variable created."""
     core = setup.agent.build_core(setup.observation_space, setup.action_space, setup.config)
@@ -148,7 +207,10 @@ def make_core(setup: RunSetup) -> ActorCriticCore:
 
 def make_learner(setup: RunSetup) -> contract.Learner:
     """The agent's learner (it owns a core of its own, `learner.core`)."""
-    return setup.agent.build_learner(lambda: make_core(setup), setup.action_space, setup.config)
+    learner = setup.agent.build_learner(lambda: make_core(setup), setup.action_space,
+                                        setup.config)
+    console.status(network_table(learner))
+    return learner
 
 
 def pretrain(learner: contract.Learner) -> bool:
@@ -202,6 +264,10 @@ def make_actor(setup: RunSetup, client: reverb.Client, envs: gym.vector.VectorEn
     against the plan's uniformly random first steps. `replay_priority()`: the
     priority of each new `replay` item (a deterministic run's `SampleClock`)."""
     core = make_core(setup)
+    reason = NumpyCore.unsupported(core)
+    if reason and not _SAID[0]:  # once per process
+        _SAID[0] = True
+        console.status(f'actors act through TensorFlow: {reason}')
     fetcher = VariableFetcher(client, list(core.variables))
     priority_fn = None
     if replay_priority is not None:

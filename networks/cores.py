@@ -25,7 +25,7 @@ inside a sequence.
 """
 
 import math
-from typing import Any, NamedTuple, Optional, Sequence, Tuple
+from typing import Any, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 import gymnasium as gym
 import sonnet as snt
@@ -37,6 +37,8 @@ from reverb_agents.networks.normalizer import RunningNormalizer
 from reverb_agents.networks.observations import (
     ObservationTorso, observation_spec, split_action_mask, without_action_mask)
 from reverb_agents.networks.popart import PopArtLinear
+from reverb_agents.networks.user import (
+    UserMemory, UserTorso, make_memory, make_torso, param_count, reset_state, unroll_memory)
 
 
 class CoreInputs(NamedTuple):
@@ -157,31 +159,15 @@ class LSTMMemory(snt.LSTM):
         super().__init__(hidden_size, name=name)
         self.hidden_size = hidden_size
 
-    def _reset(self, first: tf.Tensor, state: snt.LSTMState) -> snt.LSTMState:
-        initial = self.initial_state(tf.shape(first)[0])
-        return tf.nest.map_structure(
-            lambda s, i: tf.where(first[:, None], i, s), state, initial)
-
     def step(self, x: tf.Tensor, first: tf.Tensor, state: snt.LSTMState
              ) -> Tuple[tf.Tensor, snt.LSTMState]:
         """x `[B, E]`, first `[B]` -> (output `[B, H]`, state)."""
-        return self(x, self._reset(first, state))
+        return self(x, reset_state(first, state, self.initial_state(tf.shape(first)[0])))
 
     def unroll(self, x: tf.Tensor, first: tf.Tensor, state: snt.LSTMState
                ) -> Tuple[tf.Tensor, snt.LSTMState]:
         """x `[T, B, E]`, first `[T, B]` -> (outputs `[T, B, H]`, final state)."""
-        # A while loop (not a Python loop) keeps the traced graph small: tracing
-        # time does not grow with T.
-        num_steps = tf.shape(x)[0]
-        outputs = tf.TensorArray(tf.float32, size=num_steps)
-
-        def body(t, state, outputs):
-            out, state = self.step(x[t], first[t], state)
-            return t + 1, state, outputs.write(t, out)
-
-        _, state, outputs = tf.while_loop(
-            lambda t, *_: t < num_steps, body, (0, state, outputs))
-        return outputs.stack(), state
+        return unroll_memory(self.step, x, first, state)
 
 
 class PolicyHead(snt.Linear):
@@ -301,7 +287,8 @@ class SoftQPolicyHead(snt.Module):
     """
 
     def __init__(self, observation_space: gym.Space, action_space: ActionSpace,
-                 spec: SoftQPolicySpec, torso: str = 'auto', name: str = 'soft_q_policy_head'):
+                 spec: SoftQPolicySpec, torso: str = 'auto', torso_kwargs: str = '',
+                 name: str = 'soft_q_policy_head'):
         super().__init__(name=name)
         if not all(leaf.discrete for leaf in action_space.leaves):
             raise UnsupportedSpaceError(
@@ -311,7 +298,7 @@ class SoftQPolicyHead(snt.Module):
         self._branch_sizes = [leaf.size for leaf in action_space.leaves]
         self.critics = CriticEnsemble(observation_space, int(spec.num_replicas),
                                       tuple(spec.hidden_sizes), sum(self._branch_sizes), torso,
-                                      name='critics')
+                                      torso_kwargs, name='critics')
         self.log_alpha = tf.Variable(
             tf.fill([len(self._branch_sizes)], float(spec.initial_log_alpha)), name='log_alpha')
 
@@ -333,9 +320,9 @@ class SoftQPolicyHead(snt.Module):
 class CoreParts(NamedTuple):
     """An `ActorCriticCore`'s parts in the order data flows through them; None: absent."""
     normalizer: Optional[RunningNormalizer]  # torso: standardises a vector observation
-    torso: ObservationTorso  # torso: observation nest `[N, ...]` -> features `[N, F]`
+    torso: Union[ObservationTorso, UserTorso]  # observation nest `[N, ...]` -> `[N, F]`
     previous_step: Optional[PreviousStep]  # + previous action and reward
-    memory: Optional[LSTMMemory]  # None: feed-forward
+    memory: Optional[Union[LSTMMemory, UserMemory]]  # None: feed-forward
     policy_head: Any  # PolicyHead, or SoftQPolicyHead (critics and temperatures)
     baseline_head: Optional[BaselineHead]
     q_head: Optional[QHead]
@@ -351,6 +338,9 @@ class ActorCriticCore(snt.RNNCore):
                  torso: str = 'auto',
                  hidden_sizes: Sequence[int] = (64, 64),
                  lstm_size: int = 128,
+                 torso_kwargs: str = '',
+                 memory: str = '',
+                 memory_kwargs: str = '',
                  num_q_values: int = 0,
                  advantage_hidden_sizes: Optional[Sequence[int]] = None,
                  condition_on_previous: bool = True,
@@ -381,9 +371,17 @@ class ActorCriticCore(snt.RNNCore):
         outputs stay in the reward's units, and the advantage head's output is
         scaled by the baseline's sigma. `num_tasks > 1` gives the baseline, the Q
         head and the advantage head one output (block) and one set of statistics
-        per task, chosen by `CoreInputs.task`."""
+        per task, chosen by `CoreInputs.task`.
+
+        A network of the user's own (`networks.user`, docs/networks.md): `torso`
+        `MODULE:FUNCTION` (with `torso_kwargs`, `key=value,...`) replaces the built-in
+        torso (`hidden_sizes` unused); `memory` `MODULE:FUNCTION` (with
+        `memory_kwargs`) takes the LSTM's place and needs `lstm_size=0`."""
         super().__init__(name=name)
-        if soft_q_policy is not None and (lstm_size or condition_on_previous or baseline
+        if memory and lstm_size:
+            raise ValueError(f'--memory={memory} takes the LSTM\'s place: leave --lstm_size at 0 '
+                             f'(got {lstm_size})')
+        if soft_q_policy is not None and (lstm_size or memory or condition_on_previous or baseline
                                           or num_q_values or advantage_hidden_sizes is not None):
             raise ValueError('a soft-Q policy core is feed-forward with no other head: '
                              'lstm_size=0, condition_on_previous=False, baseline=False, '
@@ -412,16 +410,18 @@ class ActorCriticCore(snt.RNNCore):
             self._normalizer = RunningNormalizer(int(observation_space.shape[0]),
                                                  name='observation_normalizer')
         if soft_q_policy is None:
-            self._torso = ObservationTorso(torso_space, torso, hidden_sizes)
+            self._torso = make_torso(torso_space, torso, hidden_sizes, torso_kwargs)
         else:  # the critics' encoder, shared with the head
-            soft_q_head = SoftQPolicyHead(torso_space, action_space, soft_q_policy, torso)
+            soft_q_head = SoftQPolicyHead(torso_space, action_space, soft_q_policy, torso,
+                                          torso_kwargs)
             self._torso = soft_q_head.encoder
         # Conditioning on the previous step.
         check_reward_transform(reward_transform)  # also when unused: a bad value is a bug
         self._previous_step = (PreviousStep(action_space, reward_transform)
                                if condition_on_previous else None)
         # Memory.
-        self._lstm = LSTMMemory(lstm_size) if lstm_size > 0 else None
+        self._lstm = LSTMMemory(lstm_size) if lstm_size > 0 else make_memory(memory,
+                                                                            memory_kwargs)
         # Heads.
         self._policy_head = PolicyHead(action_space) if soft_q_policy is None else soft_q_head
         self._baseline_head = (BaselineHead(value_normalization, popart_step_size, num_tasks)
@@ -430,6 +430,9 @@ class ActorCriticCore(snt.RNNCore):
                         if num_q_values else None)
         self._advantage_net = (None if advantage_hidden_sizes is None
                                else AdvantageHead(advantage_hidden_sizes, num_tasks))
+        if isinstance(self._lstm, UserMemory):  # checked on what the torso gives it
+            x, _ = self._embed(tf.nest.map_structure(lambda t: t[0], self._zero_inputs()))
+            self._lstm.check(int(x.shape[-1]))
 
     @property
     def parts(self) -> CoreParts:
@@ -441,6 +444,19 @@ class ActorCriticCore(snt.RNNCore):
     @property
     def action_space(self) -> ActionSpace:
         return self._action_space
+
+    def describe(self) -> List[Tuple[str, str, int]]:
+        """(part, class, trainable parameters) per present part, in data-flow order: what
+        `model.summary()` tells a Keras user (a user's part shows its own class)."""
+        rows = []
+        for field, part in zip(CoreParts._fields, self.parts):
+            if part is None:
+                continue
+            kind = type(part).__name__
+            if isinstance(part, (UserTorso, UserMemory)):
+                kind = f'{part.network_class} ({part.spec})'
+            rows.append((field, kind, param_count(part)))
+        return rows
 
     @property
     def has_advantage_head(self) -> bool:
@@ -457,18 +473,21 @@ class ActorCriticCore(snt.RNNCore):
     def recurrent(self) -> bool:
         return self._lstm is not None
 
+    def _zero_inputs(self, batch: int = 1) -> CoreInputs:
+        """Zero inputs `[T=2, B=batch, ...]`."""
+        def zeros(spec: tf.TensorSpec) -> tf.Tensor:
+            return tf.zeros([2, batch] + spec.shape.as_list(), spec.dtype)
+
+        return CoreInputs(
+            observation=tf.nest.map_structure(zeros, observation_spec(self.observation_space)),
+            prev_action=tuple(zeros(s) for s in self._action_space.action_specs()),
+            prev_reward=tf.zeros([2, batch], tf.float32),
+            first=tf.zeros([2, batch], tf.bool))
+
     def create_variables(self) -> None:
         """Builds every variable (Sonnet builds lazily): one unroll of `[T=2, B=1]`
         zeros, and one call of the advantage head when there is one."""
-        def zeros(spec: tf.TensorSpec) -> tf.Tensor:
-            return tf.zeros([2, 1] + spec.shape.as_list(), spec.dtype)
-
-        action_specs = self._action_space.action_specs()
-        inputs = CoreInputs(
-            observation=tf.nest.map_structure(zeros, observation_spec(self.observation_space)),
-            prev_action=tuple(zeros(s) for s in action_specs),
-            prev_reward=tf.zeros([2, 1], tf.float32),
-            first=tf.zeros([2, 1], tf.bool))
+        inputs = self._zero_inputs()
         outputs, _ = self.unroll(inputs, self.initial_state(1))
         if self.has_advantage_head:
             self.advantage(outputs.features[0], inputs.prev_action[0][0])

@@ -22,6 +22,7 @@ import sonnet as snt
 import tensorflow as tf
 
 from reverb_agents.networks.observations import ObservationTorso
+from reverb_agents.networks.user import make_torso
 
 
 class StackedMLP(snt.Module):
@@ -71,12 +72,13 @@ class CriticEnsemble(snt.Module):
 
     def __init__(self, observation_space: gym.Space, num_replicas: int,
                  hidden_sizes: Sequence[int], num_outputs: int, torso: str = 'auto',
-                 name: Optional[str] = None):
+                 torso_kwargs: str = '', name: Optional[str] = None):
         super().__init__(name=name)
         self.num_replicas = num_replicas
         # hidden_sizes=() makes the vector torso a flatten (/ one-hot): the replicas'
-        # own MLPs do the work.
-        self._encoder = ObservationTorso(observation_space, torso, hidden_sizes=())
+        # own MLPs do the work. A torso of the user's own (`MODULE:FUNCTION`) is a copy
+        # of its own per ensemble (the factory called again).
+        self._encoder = make_torso(observation_space, torso, (), torso_kwargs)
         self._mlps = StackedMLP(num_replicas, list(hidden_sizes) + [num_outputs], name='mlps')
 
     def __call__(self, observation: Any, continuous_action: tf.Tensor,

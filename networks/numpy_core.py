@@ -472,6 +472,16 @@ class NumpyCore:
         self._load(self._reads())
 
     @staticmethod
+    def unsupported(core: ActorCriticCore) -> Optional[str]:
+        """Why actors of `core` cannot act through a mirror (a part without one, as a
+        network of the user's own), or None."""
+        try:
+            _part_mirrors(core)
+        except ValueError as e:
+            return f'{e}: the numpy mirror follows the built-in parts only'
+        return None
+
+    @staticmethod
     def supports(core: ActorCriticCore) -> bool:
         """True iff actors should act through the mirror: every part of `core` has a
         numpy mirror (the constructor accepts it) and the torso has no image torso

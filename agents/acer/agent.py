@@ -43,8 +43,8 @@ class ACER(contract.Agent):
         if len(action_space.leaves) != 1:
             raise UnsupportedSpaceError(
                 f'acer supports one Discrete or one Box action space, got {action_space.space}')
-        common = dict(torso=config.torso, hidden_sizes=config.hidden_sizes,
-                      lstm_size=config.lstm_size,
+        common = dict(hidden_sizes=config.hidden_sizes, lstm_size=config.lstm_size,
+                      **config.network.core_options(),
                       reward_transform=configs.reward_input(
                           config.prev_reward_input, config.reward_scaling, config.reward_clipping),
                       **configs.normalization_options(config, observation_space))

@@ -62,7 +62,7 @@ class ACERConfig:
     # Network.
     lstm_size: int = field(0, 'LSTM units; 0 makes the core feed-forward')
     hidden_sizes: Tuple[int, ...] = field((64, 64), 'MLP torso for vector observations')
-    torso: str = field('auto', configs.TORSO_DOC)
+    network: configs.NetworkConfig = sub_config(configs.NetworkConfig)  # --torso, --memory
     normalize: bool = field(True, configs.NORMALIZE_DOC)
     prev_reward_input: str = field('transformed', configs.PREV_REWARD_DOC)
     advantage_hidden_sizes: Tuple[int, ...] = field((64,), 'MLP of A(x, a) (continuous actions)')
@@ -75,7 +75,7 @@ class ACERConfig:
         configs.check_value_normalization(self)
         configs.require_choice('average_network_state', self.average_network_state,
                                AVERAGE_NETWORK_STATES)
-        configs.require_choice('torso', self.torso, configs.TORSOS)
+        configs.check_memory(self)
         configs.require_choice('prev_reward_input', self.prev_reward_input,
                                configs.PREV_REWARD_INPUTS)
         configs.require_sizes('hidden_sizes', self.hidden_sizes)

@@ -36,8 +36,9 @@ class CLEAR(contract.Agent):
     def build_core(self, observation_space: Any, action_space: ActionSpace,
                    config: CLEARConfig) -> ActorCriticCore:
         # The previous reward enters the core as the learner sees it (the seed).
-        return ActorCriticCore(observation_space, action_space, torso=config.torso,
+        return ActorCriticCore(observation_space, action_space,
                                hidden_sizes=config.hidden_sizes, lstm_size=config.lstm_size,
+                               **config.network.core_options(),
                                reward_transform=configs.reward_input(
                                    config.prev_reward_input, config.reward_scaling,
                                    config.reward_clipping),

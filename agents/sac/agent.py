@@ -51,7 +51,8 @@ class SAC(contract.Agent):
                     f"--discrete_policy=critic needs purely discrete actions (Discrete or "
                     f"MultiDiscrete), got {action_space.space}; use --discrete_policy=actor")
             return ActorCriticCore(
-                observation_space, action_space, torso=config.torso, hidden_sizes=(),
+                observation_space, action_space, torso=config.network.torso, hidden_sizes=(),
+                torso_kwargs=config.network.torso_kwargs,
                 lstm_size=0, condition_on_previous=False, baseline=False,
                 normalize_observations=config.normalize,
                 soft_q_policy=SoftQPolicySpec(config.num_critic_replicas,
@@ -60,9 +61,10 @@ class SAC(contract.Agent):
         # The actor only: no value head (the critics belong to the learner and are
         # never exported). Feed-forward: pi(a | s); recurrent: the LSTM also sees the
         # previous action and reward, as meta-RL cores do.
-        return ActorCriticCore(observation_space, action_space, torso=config.torso,
+        return ActorCriticCore(observation_space, action_space,
                                hidden_sizes=config.hidden_sizes, lstm_size=config.lstm_size,
-                               condition_on_previous=config.lstm_size > 0, baseline=False,
+                               **config.network.core_options(),
+                               condition_on_previous=configs.recurrent(config), baseline=False,
                                normalize_observations=config.normalize,
                                reward_transform=configs.reward_input(config.prev_reward_input,
                                                                      config.reward_scaling))

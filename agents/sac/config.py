@@ -76,7 +76,7 @@ class SACConfig:
     unroll_length: int = field(1, 'transitions learned per stored sequence (recurrent: e.g. 8)')
     memory_learns_from_critics: bool = field(
         True, "recurrent: the critics' TD loss also trains the actor's LSTM and torso")
-    torso: str = field('auto', configs.TORSO_DOC)
+    network: configs.NetworkConfig = sub_config(configs.NetworkConfig)  # --torso, --memory
     prev_reward_input: str = field('transformed', configs.PREV_REWARD_DOC)
     dqda_clipping: Optional[float] = field(
         None, 'clip each element of dQ/da in the actor loss; unset: off')
@@ -106,7 +106,7 @@ class SACConfig:
                                  'target_update_period', 'actor_learning_rate',
                                  'alpha_learning_rate')
         configs.require_fraction(self, 'discounting')
-        configs.require_choice('torso', self.torso, configs.TORSOS)
+        configs.check_memory(self)
         configs.require_choice('prev_reward_input', self.prev_reward_input,
                                configs.PREV_REWARD_INPUTS)
         configs.require_choice('discrete_policy', self.discrete_policy, DISCRETE_POLICIES)
@@ -130,7 +130,7 @@ class SACConfig:
              f'dqda_clipping must be positive (unset: off), got {self.dqda_clipping}'),
             (self.reward_weights is None or len(self.reward_weights) >= 1,
              'reward_weights must hold at least one number'),
-            (self.discrete_policy == 'actor' or self.lstm_size == 0,
+            (self.discrete_policy == 'actor' or not configs.recurrent(self),
              f"discrete_policy='critic' acts from the critics of the observation alone: it "
              f"needs a feed-forward agent (lstm_size 0), got lstm_size {self.lstm_size}"),
             (self.discrete_policy == 'actor' or self.reward_weights is None,

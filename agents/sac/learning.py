@@ -187,8 +187,8 @@ class SACLearner(LearnerBase):
 
         def critics(name):
             return CriticEnsemble(observation_space, config.num_critic_replicas,
-                                  config.critic_hidden_sizes, num_outputs, config.torso,
-                                  name=name)
+                                  config.critic_hidden_sizes, num_outputs, config.network.torso,
+                                  config.network.torso_kwargs, name=name)
 
         self.critics = soft_q_head.critics if self._critic_policy else critics('critics')
         self.target_critics = critics('target_critics')
