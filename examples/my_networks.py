@@ -28,11 +28,14 @@ def cnn(observation_space, channels=16, units=128):
     return tf.keras.Model(images, features)
 
 
-# A Dict observation: one Keras layer per key, their features concatenated.
+# A Dict observation: one Keras layer per key, and a combiner of their features.
 def per_key(observation_space, units=32):
-    return {key: tf.keras.Sequential([tf.keras.layers.Flatten(),
-                                      tf.keras.layers.Dense(units, activation='relu')])
-            for key in observation_space.spaces}
+    layers = {key: tf.keras.Sequential([tf.keras.layers.Flatten(),
+                                        tf.keras.layers.Dense(units, activation='relu')])
+              for key in observation_space.spaces}
+    combiner = tf.keras.Sequential([tf.keras.layers.Concatenate(),
+                                    tf.keras.layers.Dense(64, activation='relu')])
+    return layers, combiner
 
 
 # A Sonnet module.
@@ -43,3 +46,8 @@ def sonnet_mlp(observation_space, units=64):
 # A Keras GRU cell as the memory, in the LSTM's place.
 def gru(units=64):
     return tf.keras.layers.GRUCell(units)
+
+
+# A Keras LSTM cell: two state tensors (h, c), stored and replayed as the LSTM's are.
+def lstm(units=64):
+    return tf.keras.layers.LSTMCell(units)

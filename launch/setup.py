@@ -170,7 +170,9 @@ def build_checked_core(options: RunOptions, config: Any, observation_space: gym.
     try:
         core = agent.build_core(observation_space, action_space, config)
         core.create_variables()
-    except UnsupportedSpaceError as e:  # NetworkError too
+    except user_lib.NetworkError as e:
+        raise environments.EnvironmentSetupError(str(e)) from None
+    except UnsupportedSpaceError as e:
         raise environments.EnvironmentSetupError(f'{options.env}: {e}') from None
     except Exception as e:  # noqa: BLE001 -- a user's layer fails its first call
         if not user_parts:

@@ -41,6 +41,7 @@ from reverb_agents.networks.distributions import UnsupportedSpaceError
 from reverb_agents.networks.observations import ObservationTorso, observation_spec
 
 _PROBE_BATCH = 3  # rows of the check's zero batch (not 1: a squeezed batch shows)
+_WARNED = set()  # the factories whose compiled optimizer this process said it ignores
 
 
 class NetworkError(UnsupportedSpaceError):
@@ -109,7 +110,9 @@ def _check_layers(flag: str, spec: str, nets: Sequence[Any]) -> None:
                     f'training and acting, and off-policy learning (V-trace, Retrace, '
                     f'replay) assumes the policy that acted is the one learned; remove it '
                     f'(LayerNormalization normalises the same way in both)')
-        if isinstance(net, tf.keras.Model) and getattr(net, 'optimizer', None) is not None:
+        if (isinstance(net, tf.keras.Model) and getattr(net, 'optimizer', None) is not None
+                and spec not in _WARNED):  # once per process, not per copy
+            _WARNED.add(spec)
             logging.warning('--%s=%s: the compiled model\'s own optimizer and loss are '
                             'ignored: the agent trains it with its losses', flag, spec)
 
@@ -168,7 +171,7 @@ class UserTorso(snt.Module):
         probe = _probe(observation_spec(space), _PROBE_BATCH)
         out = self(probe, check=True, flag=flag)
         _check_no_losses(flag, spec, nets)
-        if not self.trainable_variables:
+        if not param_count(self):
             raise NetworkError(f'--{flag}={spec} creates no trainable variable: the agent '
                                f'would learn nothing in it')
         self.output_size = int(out.shape[-1])
@@ -308,7 +311,7 @@ class UserMemory(snt.Module):
         out, _ = self(probe, self.initial_state(_PROBE_BATCH))
         _check_output(self._flag, self.spec, out)
         _check_no_losses(self._flag, self.spec, [self._cell])
-        if not self.trainable_variables:
+        if not param_count(self):
             raise NetworkError(f'--{self._flag}={self.spec} creates no trainable variable')
 
 
@@ -378,7 +381,7 @@ def _copier(flag: str, network: Any) -> Callable[..., Any]:
             raise ValueError(f'{flag}: cannot copy the {type(network).__name__} from its config '
                              f'({type(e).__name__}: {e}); give a function that makes it') from None
         return lambda *args, **kwargs: type(network).from_config(network.get_config())
-    if isinstance(network, snt.Module) and not network.variables:
+    if isinstance(network, snt.Module) and not tf.Module.variables.fget(network):
         return lambda *args, **kwargs: copy.deepcopy(network)
     raise ValueError(f'{flag}: a run builds several copies of the network (the learner\'s, '
                      f'the actors\', evaluation\'s), and a {type(network).__name__} with '

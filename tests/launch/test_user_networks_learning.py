@@ -1,0 +1,58 @@
+"""Networks of the user's own learning (docs/networks.md), each through the Python
+API with CLEAR's, SAC's or ACER's defaults (no preset) but for what a test names: a
+Keras GRU cell remembering, per-key Keras layers on a `Dict`, a Keras Functional CNN
+on pixels, SAC with a Keras torso, ACER with a Keras torso and memory. (The command
+line, the launchers, export and resume: test_user_networks.py.)"""
+
+from reverb_agents import train
+
+
+def test_a_keras_gru_cell_remembers(tmp_path):
+    """The memory task (recall a cue after 8 blank steps; chance 0.25, best 1) with a
+    Keras GRUCell in the LSTM's place, CLEAR's defaults otherwise."""
+    from examples import my_networks
+    import benchmarks.untuned_envs  # noqa: F401 -- registers CueMemory-v0
+    result = train('clear', 'CueMemory-v0', 400_000, preset=False, memory=my_networks.gru,
+                   logdir=str(tmp_path / 'run'), log_interval_s=1000.0)
+    assert result.summary['eval_return_mean'] >= 0.925, result.summary  # 0.9 of the way
+
+
+def test_per_key_keras_layers_on_a_dict_observation(tmp_path):
+    from examples import my_networks
+    import benchmarks.untuned_envs  # noqa: F401 -- registers DictReach-v0
+    result = train('clear', 'DictReach-v0', 200_000, preset=False, torso=my_networks.per_key,
+                   torso_kwargs={'units': 64}, logdir=str(tmp_path / 'run'), log_interval_s=1000.0)
+    assert result.summary['eval_return_mean'] >= 0.8, result.summary  # random: -0.40
+
+
+def test_sac_with_a_keras_torso_solves_pendulum(tmp_path):
+    """The SAC learning test's budget and settings (test_sac_learning_and_export.py),
+    its actor's 64 x 64 MLP a Keras one; the critics' encoder is a copy of it."""
+    from examples import my_networks
+    result = train('sac', 'Pendulum-v1', 7000, preset=False, torso=my_networks.mlp,
+                   torso_kwargs={'units': 64, 'layers': 2}, critic_hidden_sizes=(64, 64),
+                   batch_size=256, updates_per_step=0.5, n_step=3, seed=0,
+                   logdir=str(tmp_path / 'run'), log_interval_s=1000.0)
+    assert result.summary['eval_return_mean'] >= -200, result.summary
+
+
+def test_a_keras_functional_cnn_learns_minatar_breakout(tmp_path):
+    """uint8 images through a Keras Functional CNN (the MinAtar torso's shape), with
+    the pixel learning test's settings (test_pixels_learning.py), to above random."""
+    from examples import my_networks
+    result = train('clear', 'MinAtar/Breakout-v1', 250_000, preset=False,
+                   torso=my_networks.cnn, batch_size=32, unroll_length=20,
+                   replay_fraction=0.75, replay_size=20000, lstm_size=0,
+                   learning_rate=0.0006, value_normalization='none', eval_episodes=5,
+                   target_return=1.5, seed=0, logdir=str(tmp_path / 'run'),
+                   log_interval_s=1000.0)
+    # A uniformly random policy scores about 0.5 (one brick, now and then).
+    assert result.summary['eval_return_mean'] >= 1.5, result.summary
+
+
+def test_acer_with_a_keras_torso_and_memory_learns_cartpole(tmp_path):
+    from examples import my_networks
+    result = train('acer', 'CartPole-v1', 150_000, preset=False, torso=my_networks.mlp,
+                   memory=my_networks.gru, memory_kwargs={'units': 32},
+                   logdir=str(tmp_path / 'run'), log_interval_s=1000.0)
+    assert result.summary['eval_return_mean'] >= 200, result.summary  # random: ~20
