@@ -137,7 +137,8 @@ def _train(options: RunOptions, config: Any, events: Optional[RunEvents]) -> Dic
     # Once the learner is restored: what killed saves left is deleted first.
     replay_dirs = run.checkpoints.prepare_replay() if options.save_replay else False
     server = setup_lib.make_server(setup, checkpoint=replay_dirs, tables=server_tables)
-    isolation.announce(server.port)
+    isolation.announce(server.port)  # first: what the network exposes
+    console.status(setup_lib.network_table(run.learner))
     address = f'localhost:{server.port}'
     client = reverb.Client(address)
     if replay_dirs:

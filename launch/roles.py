@@ -150,6 +150,7 @@ def run_learner(options: RunOptions, config: Any, address: str,
     client = connection.wait_for_server(address, connect_timeout_s)
     _check_signature(client, setup, address)
     run = LearnerRun(setup)
+    logging.info('%s', setup_lib.network_table(run.learner))
     publisher = run.make_publisher(client)
     publisher.publish()
     stats = EpisodeStats()  # filled with the episodes the actors report

@@ -209,10 +209,7 @@ def make_core(setup: RunSetup) -> ActorCriticCore:
 
 def make_learner(setup: RunSetup) -> contract.Learner:
     """The agent's learner (it owns a core of its own, `learner.core`)."""
-    learner = setup.agent.build_learner(lambda: make_core(setup), setup.action_space,
-                                        setup.config)
-    console.status(network_table(learner))
-    return learner
+    return setup.agent.build_learner(lambda: make_core(setup), setup.action_space, setup.config)
 
 
 def pretrain(learner: contract.Learner) -> bool:

@@ -2,7 +2,8 @@
 (`ray.cluster_utils.Cluster`): the replay server and the learner on the head,
 the actors pinned by a custom resource to the second node; CLEAR learns
 CartPole through it while an actor's process is killed; clusters and requests
-it cannot run are one error line."""
+it cannot run are one error line. The run's torso is a Keras model of a user's module
+(`--torso=examples.my_networks:mlp`, docs/networks.md), which every role imports."""
 
 import json
 import os
@@ -43,7 +44,7 @@ def _driver(args, logdir):
     return subprocess.Popen(
         [sys.executable, os.path.join(ROOT, 'launch', 'run.py'), f'--logdir={logdir}', *args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', PYTHONPATH=ROOT))
 
 
 def test_clear_learns_cartpole_on_two_nodes_and_survives_a_killed_actor(cluster, tmp_path):
@@ -58,7 +59,8 @@ def test_clear_learns_cartpole_on_two_nodes_and_survives_a_killed_actor(cluster,
     process = _driver([f'--flagfile={PRESET}', f'--ray_address={cluster.address}',
                        '--actor_resources=actor_node=1', '--learner_resources=learner_node=1',
                        '--log_interval_s=1', '--target_return=400', '--lstm_size=0',
-                       '--num_envs=8', '--replay_fraction=0.75'], logdir)
+                       '--num_envs=8', '--replay_fraction=0.75',
+                       '--torso=examples.my_networks:mlp'], logdir)
     nodes, killed = {}, []
 
     def watch(line):
@@ -82,6 +84,8 @@ def test_clear_learns_cartpole_on_two_nodes_and_survives_a_killed_actor(cluster,
     with open(os.path.join(logdir, 'summary.json')) as f:
         summary = json.load(f)
     assert summary['launcher'] == 'ray'
+    with open(os.path.join(logdir, 'run_config.json')) as f:
+        assert json.load(f)['config']['network']['torso'] == 'examples.my_networks:mlp'
     assert summary['eval_return_mean'] >= 300, text[-4000:]
     # Placement: replay server and learner together on the head, actors on the other node.
     head = {nodes['replay'][0][1], nodes['learner'][0][1]}
