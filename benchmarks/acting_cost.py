@@ -9,7 +9,7 @@ Per case, `launch.acting.Policy` (what actors and evaluations act with) is calle
 alternating round by round so that each sees the same load on the shared machine.
 The cases: the built-in MLP (64, 64) acting through its numpy mirror (what a run
 of the built-in network does), the same through TensorFlow, and a Keras Sequential
-of the same shape (examples/my_networks.py:mlp), which acts through TensorFlow
+of the same shape (network_examples/my_networks.py:mlp), which acts through TensorFlow
 (no mirror follows a user's layers); and the same three with a 64-unit memory
 (the built-in LSTM, a Keras LSTMCell). The JSON holds each round's microseconds
 per call, the medians and their ratios against the built-in numpy path and the
@@ -24,7 +24,7 @@ import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if ROOT not in sys.path:  # examples/ is a folder of the checkout, not of the package
+if ROOT not in sys.path:  # network_examples/ is a folder of the checkout, not of the package
     sys.path.insert(0, ROOT)
 
 import gymnasium as gym  # noqa: E402
@@ -37,14 +37,14 @@ from reverb_agents.networks.distributions import ActionSpace  # noqa: E402
 
 SPACE = gym.spaces.Box(-1.0, 1.0, (4,), np.float32)
 ACTIONS = ActionSpace(gym.spaces.Discrete(2))
-KERAS_TORSO = dict(torso='examples.my_networks:mlp', torso_kwargs='units=64,layers=2')
+KERAS_TORSO = dict(torso='network_examples.my_networks:mlp', torso_kwargs='units=64,layers=2')
 CASES = {  # name: (core options, act through the numpy mirror)
     'builtin_numpy': (dict(hidden_sizes=(64, 64), lstm_size=0), True),
     'builtin_tf': (dict(hidden_sizes=(64, 64), lstm_size=0), False),
     'keras': (dict(KERAS_TORSO, lstm_size=0), False),
     'builtin_lstm_numpy': (dict(hidden_sizes=(64, 64), lstm_size=64), True),
     'builtin_lstm_tf': (dict(hidden_sizes=(64, 64), lstm_size=64), False),
-    'keras_lstm': (dict(KERAS_TORSO, memory='examples.my_networks:lstm',
+    'keras_lstm': (dict(KERAS_TORSO, memory='network_examples.my_networks:lstm',
                         memory_kwargs='units=64', lstm_size=0), False),
 }
 

@@ -25,9 +25,7 @@ import signal
 import threading
 from typing import Any, Dict, Iterator, Optional
 
-import numpy as np
 import reverb
-import tensorflow as tf
 from absl import logging
 
 from reverb_agents.agents import registry
@@ -120,8 +118,7 @@ def train(options: RunOptions, config: Any, events: Optional[RunEvents] = None
 
 
 def _train(options: RunOptions, config: Any, events: Optional[RunEvents]) -> Dict[str, Any]:
-    tf.random.set_seed(options.seed)
-    np.random.seed(options.seed)
+    setup_lib.seed_process(options.seed)
 
     envs = setup_lib.make_envs(options, config, options.num_envs, options.seed)
     setup = setup_lib.make_setup(options, config, envs)

@@ -145,6 +145,7 @@ def run_learner(options: RunOptions, config: Any, address: str,
     Returns the summary at the budget (after evaluation and export), None
     when stopped (after a checkpoint).
     """
+    setup_lib.seed_process(options.seed)  # the learner's networks start from the seed
     envs, setup = _setup(options, config)
     envs.close()
     client = connection.wait_for_server(address, connect_timeout_s)

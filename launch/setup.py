@@ -74,6 +74,13 @@ def set_intra_op_threads(threads: int) -> None:
                         'this process', threads, current or 'its default')
 
 
+def seed_process(seed: int) -> None:
+    """Seeds what initialises networks and draws at random in this process: TensorFlow,
+    numpy and Python's `random`, which Keras' unseeded initializers draw their seeds
+    from (`tf.random.set_seed` alone leaves a Keras layer's weights to the process)."""
+    tf.keras.utils.set_random_seed(seed)
+
+
 def resolve_config(options: RunOptions, config: Any) -> Any:
     """`config` for the run's environment: what the agent makes of its reward size
     (SAC: unset `reward_weights` of a vector reward become the plain sum) and of
@@ -190,9 +197,11 @@ def network_table(learner: contract.Learner) -> str:
     and the others it keeps (SAC's critics, ACER's average network), with their classes
     and trainable parameters."""
     rows = [(f'core/{part}', kind, count) for part, kind, count in learner.core.describe()]
+    in_core = {id(v) for v in tf.Module.variables.fget(learner.core)}
     for name, value in sorted(vars(learner).items()):
         if (isinstance(value, snt.Module) and not isinstance(value, snt.Optimizer)
-                and value is not learner.core and user_lib.param_count(value)):
+                and user_lib.param_count(value) and not  # not a part of the core again
+                {id(v) for v in tf.Module.variables.fget(value)} <= in_core):
             rows.append((name, type(value).__name__, user_lib.param_count(value)))
     total = sum(count for _, _, count in rows)
     return 'networks:\n' + console.table(

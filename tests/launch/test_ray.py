@@ -3,7 +3,7 @@
 the actors pinned by a custom resource to the second node; CLEAR learns
 CartPole through it while an actor's process is killed; clusters and requests
 it cannot run are one error line. The run's torso is a Keras model of a user's module
-(`--torso=examples.my_networks:mlp`, docs/networks.md), which every role imports."""
+(`--torso=network_examples.my_networks:mlp`, docs/networks.md), which every role imports."""
 
 import json
 import os
@@ -60,7 +60,7 @@ def test_clear_learns_cartpole_on_two_nodes_and_survives_a_killed_actor(cluster,
                        '--actor_resources=actor_node=1', '--learner_resources=learner_node=1',
                        '--log_interval_s=1', '--target_return=400', '--lstm_size=0',
                        '--num_envs=8', '--replay_fraction=0.75',
-                       '--torso=examples.my_networks:mlp'], logdir)
+                       '--torso=network_examples.my_networks:mlp'], logdir)
     nodes, killed = {}, []
 
     def watch(line):
@@ -85,7 +85,7 @@ def test_clear_learns_cartpole_on_two_nodes_and_survives_a_killed_actor(cluster,
         summary = json.load(f)
     assert summary['launcher'] == 'ray'
     with open(os.path.join(logdir, 'run_config.json')) as f:
-        assert json.load(f)['config']['network']['torso'] == 'examples.my_networks:mlp'
+        assert json.load(f)['config']['network']['torso'] == 'network_examples.my_networks:mlp'
     assert summary['eval_return_mean'] >= 300, text[-4000:]
     # Placement: replay server and learner together on the head, actors on the other node.
     head = {nodes['replay'][0][1], nodes['learner'][0][1]}

@@ -15,13 +15,13 @@ import pytest
 from reverb_agents.launch import rundir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-EXAMPLES = os.path.join(ROOT, 'examples', 'my_networks.py')
+EXAMPLES = os.path.join(ROOT, 'network_examples', 'my_networks.py')
 USER_MODULE = 'my_keras_nets'  # the user's module: on the runs' path only
 
 
 @pytest.fixture(scope='module')
 def user_module(tmp_path_factory):
-    """examples/my_networks.py as a module of the user's own, in a folder the runs get
+    """network_examples/my_networks.py as a module of the user's own, in a folder the runs get
     on their PYTHONPATH and a standalone Python does not; this process imports it by
     file (so it can restore the runs' cores), its path untouched."""
     folder = tmp_path_factory.mktemp('user_code')
@@ -42,14 +42,13 @@ def summary_of(logdir) -> dict:
 @pytest.fixture(scope='module')
 def keras_cartpole(user_module, tmp_path_factory, run_script):
     """CLEAR's defaults on CartPole (no preset) with a Keras Sequential torso named
-    MODULE:FUNCTION on the command line; `--deterministic`, so that the result is the
-    run's, not the threads' timing (400k env steps: seed 0 scores 474 at the default
-    300k, 500 at 400k)."""
+    MODULE:FUNCTION on the command line, the default budget; `--deterministic`, so
+    that the result is the seed's, not the threads' timing."""
     logdir = str(tmp_path_factory.mktemp('keras_cartpole') / 'run')
     args = ['--agent=clear', '--env=CartPole-v1', f'--torso={USER_MODULE}:mlp',
             '--torso_kwargs=units=64,layers=2', '--deterministic']
-    result = run_script('run', ['--no_preset', f'--logdir={logdir}', '--num_steps=400000',
-                                *args], user_module, timeout=300)
+    result = run_script('run', ['--no_preset', f'--logdir={logdir}', *args], user_module,
+                        timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     return result, logdir, args
 
@@ -113,7 +112,7 @@ BAD = [
     (['--torso=tests.user_networks:flat_output'], 'a rank-2 float tensor'),
     (['--torso=tests.user_networks:no_variables'], 'creates no trainable variable'),
     (['--memory=tests.user_networks:no_state'], 'no state_size'),
-    (['--torso=examples.my_networks:mlp', '--torso_kwargs=width=3'],
+    (['--torso=network_examples.my_networks:mlp', '--torso_kwargs=width=3'],
      "does not take --torso_kwargs=width=3"),
 ]
 

@@ -11,7 +11,7 @@ import pytest
 import sonnet as snt
 import tensorflow as tf
 
-from examples import my_networks
+from network_examples import my_networks
 from reverb_agents.agents import configs
 from reverb_agents.agents.clear.config import CLEARConfig
 from reverb_agents.networks import user, user_spec
@@ -46,9 +46,9 @@ def test_a_dict_of_literals_round_trips_as_text():
 
 
 def test_config_takes_module_function_and_refuses_the_rest():
-    config = configs.from_flat(CLEARConfig, dict(torso='examples.my_networks:mlp',
+    config = configs.from_flat(CLEARConfig, dict(torso='network_examples.my_networks:mlp',
                                                  torso_kwargs='units=8'))
-    assert config.network.core_options()['torso'] == 'examples.my_networks:mlp'
+    assert config.network.core_options()['torso'] == 'network_examples.my_networks:mlp'
     for values, message in [
             (dict(torso='mlpp'), 'torso must be one of'),
             (dict(torso='my nets:f'), 'expected MODULE:FUNCTION'),
@@ -60,7 +60,7 @@ def test_config_takes_module_function_and_refuses_the_rest():
 
 
 def test_functions_are_named_by_module_and_the_rest_is_local():
-    assert user.spec_of('torso', my_networks.mlp) == 'examples.my_networks:mlp'
+    assert user.spec_of('torso', my_networks.mlp) == 'network_examples.my_networks:mlp'
     spec = user.spec_of('torso', lambda space: tf.keras.layers.Dense(4))
     assert spec == '<local>:lambda' and user_spec.is_local(spec)
     layer = user.resolve('torso', user.spec_of('torso', tf.keras.layers.Dense(4)))(CARTPOLE)
@@ -89,9 +89,9 @@ def core_inputs(space, t, b, seed=0, first=None):
 
 
 @pytest.mark.parametrize('torso, memory', [
-    ('examples.my_networks:mlp', 'examples.my_networks:gru'),
-    ('examples.my_networks:sonnet_mlp', 'tests.user_networks:sonnet_lstm'),
-    ('examples.my_networks:mlp', 'tests.user_networks:stacked'),
+    ('network_examples.my_networks:mlp', 'network_examples.my_networks:gru'),
+    ('network_examples.my_networks:sonnet_mlp', 'tests.user_networks:sonnet_lstm'),
+    ('network_examples.my_networks:mlp', 'tests.user_networks:stacked'),
 ])
 def test_a_core_steps_as_it_unrolls_and_resets_at_first(torso, memory):
     """The step loop and the unroll agree; a row whose `first` is true at t starts
@@ -122,7 +122,7 @@ def test_a_core_steps_as_it_unrolls_and_resets_at_first(torso, memory):
 
 def test_per_key_layers_see_their_key_without_the_mask():
     core = ActorCriticCore(DICT, ActionSpace(gym.spaces.Discrete(3)),
-                           torso='examples.my_networks:per_key', torso_kwargs='units=4',
+                           torso='network_examples.my_networks:per_key', torso_kwargs='units=4',
                            lstm_size=0)
     core.create_variables()
     torso = core.parts.torso
@@ -133,19 +133,19 @@ def test_per_key_layers_see_their_key_without_the_mask():
 
 def test_a_core_of_the_users_own_acts_through_tensorflow_and_says_why():
     core = ActorCriticCore(CARTPOLE, ActionSpace(gym.spaces.Discrete(2)),
-                           torso='examples.my_networks:mlp', lstm_size=0)
+                           torso='network_examples.my_networks:mlp', lstm_size=0)
     core.create_variables()
     assert not NumpyCore.supports(core)
     assert 'UserTorso' in NumpyCore.unsupported(core)
     rows = dict((part, kind) for part, kind, _ in core.describe())
-    assert rows['torso'] == 'Sequential (examples.my_networks:mlp)'
+    assert rows['torso'] == 'Sequential (network_examples.my_networks:mlp)'
 
 
 def test_copies_have_layers_of_their_own():
     """Every core calls the factory again: the learner's copies never share variables."""
     make = lambda: ActorCriticCore(CARTPOLE, ActionSpace(gym.spaces.Discrete(2)),  # noqa: E731
-                                   torso='examples.my_networks:mlp',
-                                   memory='examples.my_networks:gru', lstm_size=0)
+                                   torso='network_examples.my_networks:mlp',
+                                   memory='network_examples.my_networks:gru', lstm_size=0)
     a, b = make(), make()
     a.create_variables()
     b.create_variables()
@@ -190,11 +190,11 @@ def test_sonnet_objects_copy_before_they_have_variables():
 
 def test_the_docs_examples_are_the_ones_the_tests_run():
     """Every Python block of docs/networks.md's worked examples is in
-    examples/my_networks.py as it is shown."""
+    network_examples/my_networks.py as it is shown."""
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with open(os.path.join(root, 'docs', 'networks.md')) as f:
         examples = f.read().split('## Worked examples', 1)[1]
-    with open(os.path.join(root, 'examples', 'my_networks.py')) as f:
+    with open(os.path.join(root, 'network_examples', 'my_networks.py')) as f:
         source = f.read()
     blocks = re.findall(r'```python\n(.*?)```', examples, re.S)
     assert len(blocks) == 5

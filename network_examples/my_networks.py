@@ -1,5 +1,5 @@
 """Networks of a user's own, as docs/networks.md shows them: each function is a
-factory the command line names as `--torso=examples.my_networks:mlp` (the checkout
+factory the command line names as `--torso=network_examples.my_networks:mlp` (the checkout
 on the Python path) and the Python API takes as `train(..., torso=mlp)`.
 
 A torso factory takes the observation space (and its `--torso_kwargs`) and returns a
