@@ -26,9 +26,10 @@ default sub-config (`dataclasses.field(default_factory=...)`).
 import dataclasses
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from reverb_agents.replay.batches import REPLAY_EVICTIONS
+
 LEARNING_RATE_SCHEDULES = ('linear', 'constant')
 OPTIMIZERS = ('adam', 'rmsprop')
-REPLAY_EVICTIONS = ('fifo', 'reservoir')
 REPLAY_SAMPLERS = ('uniform', 'prioritized')
 TORSOS = ('auto', 'mlp', 'nature_cnn', 'impala_resnet', 'simple', 'minatar', 'nature', 'impala')
 

@@ -1,7 +1,13 @@
-"""How one learner batch divides between the tables: plain Python, no Reverb or
-TensorFlow, so agent configs can size their batches without loading either."""
+"""How one learner batch divides between the tables, and how the replay table may
+evict: plain Python, no Reverb or TensorFlow, so agent configs can size their
+batches and check their choices without loading either."""
 
 from typing import Tuple
+
+# `reservoir` keeps a random subset of everything seen (CLEAR keeps old tasks'
+# data this way): items get a uniform random priority and the lowest is evicted
+# (`replay.tables.make_tables`).
+REPLAY_EVICTIONS = ('fifo', 'reservoir')
 
 
 def split_batch(batch_size: int, replay_fraction: float) -> Tuple[int, int]:

@@ -12,6 +12,7 @@ import reverb
 import tensorflow as tf
 
 from reverb_agents.replay import trajectory
+from reverb_agents.replay.batches import REPLAY_EVICTIONS
 from reverb_agents.replay.packing import Packing
 
 QUEUE = 'queue'
@@ -23,9 +24,6 @@ ENV_STEPS_QUEUE_SIZE = 1_000_000  # reports held while no learner drains them
 ENV_STEPS_SIGNATURE = (tf.TensorSpec([], tf.int64), tf.TensorSpec([None], tf.float64),
                        tf.TensorSpec([None], tf.int64))
 
-# `reservoir` keeps a random subset of everything seen (CLEAR keeps old tasks'
-# data this way): items get a uniform random priority and the lowest is evicted.
-REPLAY_EVICTIONS = ('fifo', 'reservoir')
 
 
 def make_tables(signature: trajectory.Sequence,

@@ -1,7 +1,9 @@
 """Environment suites that need an extra: MinAtar, Atari (ALE) and MuJoCo.
 
-Each suite is recognised by its ids, registered with gymnasium on first use,
-and made with the wrappers that turn it into what the agents expect:
+Each suite is one `Suite` entry (`add_suite`, at the end of this module): how its
+ids are recognised, how they are registered with gymnasium on first use, and how
+one environment is made with the wrappers that turn it into what the agents
+expect; a new suite is a new entry, nothing else changes:
 
 - **MinAtar** (`pip install -e '.[minatar]'`, ids `MinAtar/<Game>-v0|v1`; v1
   has each game's minimal action set): the 10x10xC boolean grids become
@@ -29,10 +31,11 @@ An id of a suite whose extra is missing is one `EnvironmentSetupError` line
 naming the extra to install.
 """
 
+import dataclasses
 import importlib
 import logging
 import warnings
-from typing import Any, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import gymnasium as gym
 import numpy as np
@@ -52,23 +55,45 @@ class MissingExtraError(ImportError):
     """A suite's package is not installed."""
 
 
-def suite_of(env_id: str) -> Optional[str]:
-    """`MINATAR`, `ATARI`, `MUJOCO` or None, from the id (`module:` prefix ignored)."""
+def _gym_make(env_id: str, **kwargs) -> gym.Env:
+    return gym.make(env_id, disable_env_checker=True, **kwargs)
+
+
+@dataclasses.dataclass(frozen=True)
+class Suite:
+    """One environment suite: which ids are its, how it registers them with gymnasium
+    (importing its extra), and how it makes one environment with its wrappers."""
+    name: str  # also the extra that installs it: pip install -e '.[name]'
+    matches: Callable[[str], bool]  # an id (no `module:` prefix) of this suite?
+    register: Callable[[str], None]  # registers the suite's ids with gymnasium (once)
+    make: Callable[..., gym.Env] = _gym_make  # (id, **env_kwargs) -> one environment
+    # `make` wraps the environment: a vector env is then built from `make`, not from
+    # the environment's own vectorised version.
+    wraps: bool = False
+
+
+SUITES: Dict[str, Suite] = {}  # name -> suite, in the order ids are matched
+
+
+def add_suite(suite: Suite) -> None:
+    """Adds (or replaces) a suite: the one place a new suite is declared."""
+    SUITES[suite.name] = suite
+
+
+def _suite(env_id: str) -> Optional[Suite]:
     name = env_id.rpartition(':')[2]
-    if name.startswith('MinAtar/'):
-        return MINATAR
-    if name.startswith('ALE/'):
-        return ATARI
-    try:
-        entry_point = gym.spec(name).entry_point
-    except gym.error.Error:
-        return None
-    if isinstance(entry_point, str) and entry_point.startswith('gymnasium.envs.mujoco'):
-        return MUJOCO
-    return None
+    return next((suite for suite in SUITES.values() if suite.matches(name)), None)
 
 
-def _import(suite: str, module: str, env_id: str) -> Any:
+def suite_of(env_id: str) -> Optional[str]:
+    """The name of `env_id`'s suite (`MINATAR`, `ATARI`, `MUJOCO`, or one added) or None,
+    from the id (`module:` prefix ignored)."""
+    suite = _suite(env_id)
+    return suite.name if suite else None
+
+
+def import_extra(suite: str, module: str, env_id: str) -> Any:
+    """`module`, or `MissingExtraError` naming the extra `suite` that installs it."""
     try:
         return importlib.import_module(module)
     except ImportError as e:
@@ -80,44 +105,64 @@ def _import(suite: str, module: str, env_id: str) -> Any:
 def register(env_id: str) -> None:
     """Registers `env_id`'s suite with gymnasium (once); `MissingExtraError` when its
     extra is not installed. Ids of no suite are left alone."""
-    suite = suite_of(env_id)
-    if suite == MINATAR:
-        if not any(k.startswith('MinAtar/') for k in gym.registry):
-            _import(MINATAR, 'minatar.gym', env_id).register_envs()
-    elif suite == ATARI:
-        if not any(k.startswith('ALE/') for k in gym.registry):
-            gym.register_envs(_import(ATARI, 'ale_py', env_id))
-    elif suite == MUJOCO:
-        mujoco = _import(MUJOCO, 'mujoco', env_id)
-        # MuJoCo's default warning handler prints to stderr and appends to MUJOCO_LOG.TXT
-        # in the working directory; MuJoCo 3.17 warns on every make of gymnasium's v5
-        # models (a deprecated 'settotalmass' attribute). Python's logging instead.
-        mujoco.set_mju_user_warning(_log_mujoco_warning)
-
-
-def _log_mujoco_warning(message: str) -> None:
-    logging.getLogger('mujoco').debug(message)
+    suite = _suite(env_id)
+    if suite is not None:
+        suite.register(env_id)
 
 
 def needs_wrapping(env_id: str) -> bool:
     """True when `make` wraps `env_id` (its vector env is then built from `make`)."""
-    return suite_of(env_id) in (MINATAR, ATARI)
+    suite = _suite(env_id)
+    return bool(suite and suite.wraps)
 
 
 def make(env_id: str, **kwargs) -> gym.Env:
     """One environment of `env_id` (registered), with its suite's wrappers."""
-    suite = suite_of(env_id)
-    if suite == ATARI:
-        options, kwargs = _atari_options(kwargs)
-        env = gym.make(env_id, disable_env_checker=True, frameskip=1, **kwargs)
-        return atari_wrappers(env, **options)
-    if suite == MINATAR:
-        with warnings.catch_warnings():
-            # gymnasium calls every -v0 out of date next to a -v1; MinAtar's v0 is the
-            # full action set of the MinAtar paper, not an older version.
-            warnings.simplefilter('ignore', DeprecationWarning)
-            return BoolToUint8Image(gym.make(env_id, disable_env_checker=True, **kwargs))
-    return gym.make(env_id, disable_env_checker=True, **kwargs)
+    suite = _suite(env_id)
+    return (suite.make if suite else _gym_make)(env_id, **kwargs)
+
+
+# --- the suites ---------------------------------------------------------------------
+
+
+def _registers_once(prefix: str, suite: str, module: str, register_module) -> Callable:
+    def register_ids(env_id: str) -> None:
+        if not any(k.startswith(prefix) for k in gym.registry):
+            register_module(import_extra(suite, module, env_id))
+    return register_ids
+
+
+def _make_minatar(env_id: str, **kwargs) -> gym.Env:
+    with warnings.catch_warnings():
+        # gymnasium calls every -v0 out of date next to a -v1; MinAtar's v0 is the
+        # full action set of the MinAtar paper, not an older version.
+        warnings.simplefilter('ignore', DeprecationWarning)
+        return BoolToUint8Image(_gym_make(env_id, **kwargs))
+
+
+def _make_atari(env_id: str, **kwargs) -> gym.Env:
+    options, kwargs = _atari_options(kwargs)
+    return atari_wrappers(_gym_make(env_id, frameskip=1, **kwargs), **options)
+
+
+def _is_mujoco(name: str) -> bool:
+    try:
+        entry_point = gym.spec(name).entry_point
+    except gym.error.Error:
+        return False
+    return isinstance(entry_point, str) and entry_point.startswith('gymnasium.envs.mujoco')
+
+
+def _register_mujoco(env_id: str) -> None:
+    mujoco = import_extra(MUJOCO, 'mujoco', env_id)
+    # MuJoCo's default warning handler prints to stderr and appends to MUJOCO_LOG.TXT
+    # in the working directory; MuJoCo 3.17 warns on every make of gymnasium's v5
+    # models (a deprecated 'settotalmass' attribute). Python's logging instead.
+    mujoco.set_mju_user_warning(_log_mujoco_warning)
+
+
+def _log_mujoco_warning(message: str) -> None:
+    logging.getLogger('mujoco').debug(message)
 
 
 def _atari_options(kwargs: Dict[str, Any]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
@@ -222,3 +267,13 @@ def atari_wrappers(env: gym.Env, frame_skip: int = 4, screen_size: int = 84,
         env = FireToServe(env)
     env = _ReportFrames(env, counter)
     return StackLast(gym.wrappers.FrameStackObservation(env, int(frame_stack)))
+
+
+add_suite(Suite(MINATAR, lambda name: name.startswith('MinAtar/'),
+                _registers_once('MinAtar/', MINATAR, 'minatar.gym',
+                                lambda module: module.register_envs()),
+                _make_minatar, wraps=True))
+add_suite(Suite(ATARI, lambda name: name.startswith('ALE/'),
+                _registers_once('ALE/', ATARI, 'ale_py', gym.register_envs),
+                _make_atari, wraps=True))
+add_suite(Suite(MUJOCO, _is_mujoco, _register_mujoco))

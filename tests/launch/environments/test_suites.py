@@ -136,6 +136,40 @@ def test_a_missing_extra_is_one_line_naming_it(monkeypatch, env_id, module, extr
     assert f"pip install -e '.[{extra}]'" in message and '\n' not in message
 
 
+class _Noisy(gym.ObservationWrapper):
+    """A toy suite's wrapper: the observation plus 1."""
+
+    def observation(self, observation):
+        return observation + 1.0
+
+
+def test_a_new_suite_is_one_entry(monkeypatch):
+    """A suite added with `add_suite` alone (ids `Toy/...`, registered on first use and
+    made through its wrapper) is recognised, made and vectorised by the factory."""
+    monkeypatch.setattr(suites, 'SUITES', dict(suites.SUITES))
+    registered = []
+
+    def register(env_id):
+        if 'Toy/CartPole-v0' not in gym.registry:
+            registered.append(env_id)
+            gym.register('Toy/CartPole-v0', entry_point='gymnasium.envs.classic_control:CartPoleEnv')
+
+    suites.add_suite(suites.Suite('toy', lambda name: name.startswith('Toy/'), register,
+                                  lambda env_id, **kw: _Noisy(gym.make(env_id, **kw)),
+                                  wraps=True))
+    try:
+        assert suites.suite_of('Toy/CartPole-v0') == 'toy'
+        envs = factory.make_vector_env('Toy/CartPole-v0', 2, seed=0)
+        assert isinstance(envs, gym.vector.SyncVectorEnv)  # built from the wrapped make
+        observation, _ = envs.reset(seed=0)
+        plain, _ = gym.make('CartPole-v1').reset(seed=0)
+        np.testing.assert_allclose(observation[0], plain + 1.0, rtol=1e-6)
+        assert registered == ['Toy/CartPole-v0']
+        envs.close()
+    finally:
+        gym.registry.pop('Toy/CartPole-v0', None)
+
+
 
 def test_image_observations_cross_reverb_as_uint8(wired_agent):
     """MinAtar images written by a real actor come back from Reverb as the same uint8
