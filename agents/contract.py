@@ -19,9 +19,10 @@ What an agent declares:
    sequence is (length, period), what one learner batch is (how many
    sequences, how many transitions each contributes), how many rows come
    from `replay` and how many from `queue`, the table sizes, a
-   sample-to-insert ratio if the agent fixes one, a `ReplaySchedule` if
-   batches alternate between the tables instead of mixing them (ACER), and
-   the `replay` sampler: uniform, or prioritized with `priority_exponent`.
+   sample-to-insert ratio if the agent fixes one, how fresh and replayed
+   sequences make batches (`mixing`, a `replay.mixing` strategy: mixed batches
+   by default, a `ReplaySchedule` when they alternate between the tables as
+   ACER's do, or a strategy of the agent's own), and the `replay` sampler: uniform, or prioritized with `priority_exponent`.
    A prioritized agent's `step` also returns `PRIORITIES`: each batch row's
    new priority `[B]`, which the wiring writes back to Reverb for the
    replayed rows (`agents.priorities`, `replay.priorities`).
@@ -65,25 +66,7 @@ from reverb_agents.agents import priorities
 from reverb_agents.networks.cores import ActorCriticCore
 from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.replay.batches import split_batch
-from reverb_agents.replay.tables import QUEUE, REPLAY
-
-
-@dataclasses.dataclass(frozen=True)
-class ReplaySchedule:
-    """Batches alternate between tables: one on-policy batch from `queue`, then
-    `ratio` fully replayed batches from `replay` (ACER's `n_times_replay`).
-
-    With `learn_fresh=False` (ACER's `disable_online_update`) the on-policy
-    batch is still read from `queue`, which the actors block on when it is
-    full, but dropped: the learner only sees replayed batches.
-    """
-    ratio: float  # replayed batches after each on-policy one (mean, if poisson)
-    poisson: bool  # draw each count from Poisson(ratio) instead of round(ratio)
-    start_size: int  # sequences in `replay` before replayed batches begin (never blocks)
-    learn_fresh: bool = True  # False: drain each on-policy batch without learning from it
-
-    def replayed_batches(self, rng: np.random.Generator) -> int:
-        return int(rng.poisson(self.ratio)) if self.poisson else int(round(self.ratio))
+from reverb_agents.replay.mixing import MixedBatches, Mixing, ReplaySchedule
 
 
 @dataclasses.dataclass(frozen=True)
@@ -107,7 +90,9 @@ class DataPlan:
     samples_per_insert: Optional[float] = None  # replayed sequences per inserted one, held by Reverb
     group_envs: bool = False  # one item holds the same steps of all an actor's environments
     random_steps: int = 0  # each actor's first env steps take uniformly random actions
-    schedule: Optional[ReplaySchedule] = None  # alternate tables instead of mixing them
+    # How fresh and replayed sequences make batches (`replay.mixing`); None: mixed
+    # batches of `replay_fraction` (`MixedBatches`).
+    mixing: Optional[Mixing] = None
     priority_exponent: Optional[float] = None  # `replay` samples by priority^this; None: uniform
 
     def __post_init__(self):
@@ -122,7 +107,7 @@ class DataPlan:
             (self.batch_sequences >= 1, 'batch_sequences must be >= 1'),
             (self.priority_exponent is None or self.priority_exponent >= 0,
              'priority_exponent must be >= 0'),
-            (self.schedule is None or self.replay_fraction == 0.0,
+            (not isinstance(self.mixing, ReplaySchedule) or self.replay_fraction == 0.0,
              'a ReplaySchedule alternates whole batches: its on-policy batch has '
              'replay_fraction 0'),
         ]
@@ -141,11 +126,15 @@ class DataPlan:
         return split_batch(self.batch_sequences, self.replay_fraction)[0]
 
     @property
+    def batch_mixing(self) -> Mixing:
+        """The strategy the learner's batches come from (`mixing`, or mixed batches of
+        `replay_fraction`)."""
+        return self.mixing if self.mixing is not None else MixedBatches(self.replay_fraction)
+
+    @property
     def tables(self) -> Tuple[str, ...]:
         """The tables every written sequence goes into."""
-        if self.schedule is not None:
-            return (QUEUE, REPLAY)
-        return (((QUEUE,) if self.num_fresh else ()) + ((REPLAY,) if self.num_replayed else ()))
+        return self.batch_mixing.tables(self.batch_sequences)
 
     @property
     def transitions_per_batch(self) -> int:

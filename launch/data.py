@@ -1,12 +1,10 @@
 """The learner's data: a stream of batches built from the agent's data plan.
 
-Mixed batches (`DataPlan.schedule is None`): each batch takes
-`plan.num_replayed` sequences from `replay` and the rest from `queue`
-(`replay.dataset.mixed_dataset`). A `ReplaySchedule` (ACER) alternates whole
-batches instead: one on-policy batch, then `schedule.replayed_batches()`
-replayed ones once `replay` holds `schedule.start_size` sequences. That
-size is read without blocking, because the actors wait on the very queue the
-on-policy batches drain.
+How fresh and replayed sequences make batches is the data plan's strategy
+(`DataPlan.batch_mixing`, `replay/mixing.py`: CLEAR's mixed batches, ACER's
+`ReplaySchedule`, or an agent's own); this module gives it `read(replay_fraction)`,
+a stream of batches taking that share from `replay` (`replay.dataset.mixed_dataset`),
+and the size of `replay`, read without blocking.
 
 Either stream ends (StopIteration, or `tf.errors.OutOfRangeError` inside a
 compiled step) when a table gave no data for `timeout_ms`, so a learner
@@ -24,7 +22,7 @@ import numpy as np
 import reverb
 import tensorflow as tf
 
-from reverb_agents.agents.contract import PRIORITIES, DataPlan, Learner, ReplaySchedule
+from reverb_agents.agents.contract import PRIORITIES, DataPlan, Learner
 from reverb_agents.replay import dataset as dataset_lib
 from reverb_agents.replay import seeded, tables, trajectory
 from reverb_agents.replay.priorities import PriorityUpdater
@@ -38,7 +36,8 @@ Batches = Union[tf.data.Iterator, Iterator[dataset_lib.Batch]]
 class SeededReads:
     """How a deterministic run reads its batches (`launch/deterministic.py`): one when
     due, `replay` in `clock`'s order, `act()` to make data until the tables can give it;
-    `schedule_rng` draws a `ReplaySchedule`'s Poisson counts."""
+    `schedule_rng` draws for the data plan's mixing (a `ReplaySchedule`'s Poisson
+    counts)."""
     server_tables: Mapping[str, reverb.Table]  # the server's own tables, by name
     clock: seeded.SampleClock
     act: Callable[[], bool]
@@ -59,41 +58,14 @@ def open_batches(address: str, signature: trajectory.Sequence, plan: DataPlan,
             return seeded.SeededBatches(client, seeded_reads.server_tables, signature,
                                         plan.batch_sequences, replay_fraction,
                                         seeded_reads.clock, seeded_reads.act)
-    if plan.schedule is None:
-        return read(plan.replay_fraction)
     rng = np.random.default_rng() if seeded_reads is None else seeded_reads.schedule_rng
-    return _scheduled(read, plan.schedule, lambda: _replay_sequences(client, signature), rng)
+    return plan.batch_mixing.batches(read, lambda: _replay_sequences(client, signature), rng)
 
 
 def _replay_sequences(client: reverb.Client, signature: trajectory.Sequence) -> int:
     """Sequences `replay` holds, read without blocking."""
     items = client.server_info(timeout=10)[tables.REPLAY].current_size
     return items * max(1, trajectory.envs_per_item(signature))
-
-
-def _scheduled(read: Callable[[float], Batches], schedule: ReplaySchedule,
-               replay_sequences: Callable[[], int],
-               rng: np.random.Generator) -> Iterator[dataset_lib.Batch]:
-    """`schedule`'s stream: each on-policy batch (`read(0.0)`, dropped unless
-    `schedule.learn_fresh`), then `schedule.replayed_batches()` from `read(1.0)`."""
-    fresh = read(0.0)
-    replayed = None
-    while True:
-        batch = next(fresh, None)
-        if batch is None:  # the queue gave nothing for timeout_ms, or the actor stopped
-            return
-        if schedule.learn_fresh:
-            yield batch
-        # else: read only to drain `queue` (the actors block on it when full), then dropped.
-        if replayed is None:
-            if replay_sequences() < schedule.start_size:
-                continue
-            replayed = read(1.0)
-        for _ in range(schedule.replayed_batches(rng)):
-            batch = next(replayed, None)
-            if batch is None:
-                return
-            yield batch
 
 
 def make_learn(learner: Learner, action_names: Optional[Sequence[str]] = None,

@@ -8,6 +8,8 @@ from typing import Tuple
 # data this way): items get a uniform random priority and the lowest is evicted
 # (`replay.tables.make_tables`).
 REPLAY_EVICTIONS = ('fifo', 'reservoir')
+QUEUE = 'queue'  # fresh sequences, each read once (`replay.tables`)
+REPLAY = 'replay'  # sequences sampled again and again
 
 
 def split_batch(batch_size: int, replay_fraction: float) -> Tuple[int, int]:

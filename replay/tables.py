@@ -12,11 +12,9 @@ import reverb
 import tensorflow as tf
 
 from reverb_agents.replay import trajectory
-from reverb_agents.replay.batches import REPLAY_EVICTIONS
+from reverb_agents.replay.batches import QUEUE, REPLAY, REPLAY_EVICTIONS
 from reverb_agents.replay.packing import Packing
 
-QUEUE = 'queue'
-REPLAY = 'replay'
 VARIABLES = 'variables'
 ENV_STEPS = 'env_steps'
 ENV_STEPS_QUEUE_SIZE = 1_000_000  # reports held while no learner drains them

@@ -33,7 +33,7 @@ class ACER(contract.Agent):
             min_replay_size=1,
             replay_eviction=config.replay.replay_eviction,
             priority_exponent=config.replay.sampling_exponent,
-            schedule=contract.ReplaySchedule(ratio=config.replay_ratio,
+            mixing=contract.ReplaySchedule(ratio=config.replay_ratio,
                                              poisson=config.replay_ratio_poisson,
                                              start_size=config.min_replay_sequences,
                                              learn_fresh=not config.disable_online_update))

@@ -10,21 +10,18 @@ import dataclasses
 import gymnasium as gym
 import numpy as np
 import pytest
-import reverb
 import tensorflow as tf
 
-from reverb_agents.agents import configs, contract
+from reverb_agents.agents import configs
 from reverb_agents.agents.acer import losses as acer_losses
 from reverb_agents.agents.acer.agent import ACER
 from reverb_agents.agents.acer.config import ACERConfig
 from reverb_agents.agents.acer.learning import ACERLearner
-from reverb_agents.launch import data
 from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
 from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.observations import observation_spec
-from reverb_agents.replay import tables, trajectory
+from reverb_agents.replay import trajectory
 from reverb_agents.replay.dataset import Batch
-from reverb_agents.replay.writer import SequenceWriter
 from tests.learners import Rebuilt
 
 T, B, A = 5, 4, 3
@@ -650,58 +647,9 @@ def test_rewards_are_scaled_then_clipped(undiscounted):
 
 def test_disable_online_update_is_in_the_data_plan():
     agent = ACER()
-    assert agent.data_plan(ACERConfig()).schedule.learn_fresh
+    assert agent.data_plan(ACERConfig()).mixing.learn_fresh
     plan = agent.data_plan(ACERConfig(disable_online_update=True))
-    assert not plan.schedule.learn_fresh
+    assert not plan.mixing.learn_fresh
     assert plan.tables == ('queue', 'replay')  # the actors still fill the queue
     with pytest.raises(ValueError, match='replay_ratio'):
         ACERConfig(disable_online_update=True, replay_ratio=0)
-
-
-SCHEDULE_LENGTH, SCHEDULE_ENVS = 3, 2
-
-
-def _write_sequences(client, signature_parts, num_sequences):
-    """`num_sequences` sequences per environment into `queue` and `replay` (rewards
-    name the item: 100 b + t)."""
-    step_spec, state_spec = signature_parts
-    writer = SequenceWriter(client, step_spec, state_spec, SCHEDULE_ENVS, SCHEDULE_LENGTH,
-                            [tables.QUEUE, tables.REPLAY])
-    steps = trajectory.zeros(step_spec, (SCHEDULE_ENVS,))
-    state = tf.nest.map_structure(lambda s: np.zeros([SCHEDULE_ENVS, *s.shape], np.float32),
-                                  state_spec)
-    for t in range(1 + num_sequences * (SCHEDULE_LENGTH - 1)):
-        writer.append(steps._replace(reward=np.arange(SCHEDULE_ENVS, dtype=np.float32) * 100 + t,
-                                     first=np.full([SCHEDULE_ENVS], t == 0)), state)
-    writer.flush(timeout_ms=2000)
-    writer.close()
-
-
-@pytest.mark.parametrize('learn_fresh', [True, False])
-def test_schedule_without_online_update_drains_the_queue(reverb_server, learn_fresh):
-    """A real server: 4 on-policy batches in `queue`, 2 replayed batches after each.
-    learn_fresh=False yields the 8 replayed batches only, and still empties `queue`."""
-    step_spec = trajectory.step_spec(tf.TensorSpec([3], tf.float32),
-                                     (tf.TensorSpec([], tf.int32),),
-                                     (tf.TensorSpec([A], tf.float32),))
-    state_spec = (tf.TensorSpec([4], tf.float32),)
-    signature = trajectory.sequence_signature(step_spec, state_spec, SCHEDULE_LENGTH)
-    server = reverb_server(tables.make_tables(signature, (tf.TensorSpec([1], tf.float32),),
-                                              queue_size=100, replay_size=100))
-    address = f'localhost:{server.port}'
-    client = reverb.Client(address)
-    _write_sequences(client, (step_spec, state_spec), num_sequences=4)  # 8 items a table
-    plan = contract.DataPlan(
-        sequence_length=SCHEDULE_LENGTH, sequence_period=SCHEDULE_LENGTH - 1,
-        learned_steps=SCHEDULE_LENGTH - 1, batch_sequences=2, replay_fraction=0.0,
-        replay_size=100, queue_size=100, min_replay_size=1,
-        schedule=contract.ReplaySchedule(ratio=2, poisson=False, start_size=1,
-                                         learn_fresh=learn_fresh))
-    batches = list(data.open_batches(address, signature, plan, client, timeout_ms=500))
-    replayed = [bool(np.all(b.replayed.numpy())) for b in batches]
-    assert all(r or not np.any(b.replayed.numpy()) for r, b in zip(replayed, batches))
-    if learn_fresh:
-        assert replayed == [False, True, True] * 4
-    else:
-        assert replayed == [True] * 8
-    assert client.server_info(timeout=10)[tables.QUEUE].current_size == 0

@@ -79,7 +79,7 @@ def test_data_plan_checks_say_why():
         dataclasses.replace(plan, sequence_period=plan.sequence_length)
     with pytest.raises(ValueError, match='alternates whole batches'):
         dataclasses.replace(plan, replay_fraction=0.5,
-                            schedule=contract.ReplaySchedule(1.0, False, 1))
+                            mixing=contract.ReplaySchedule(1.0, False, 1))
 
 
 def test_batch_size_means_what_each_agent_says():
