@@ -59,7 +59,6 @@ import abc
 import dataclasses
 from typing import Any, Callable, Dict, Mapping, Optional, Tuple
 
-import numpy as np
 import tensorflow as tf
 
 from reverb_agents.agents import priorities

@@ -42,7 +42,7 @@ from typing import Callable, Dict, Tuple
 
 import tensorflow as tf
 
-from reverb_agents.agents import prior as prior_lib
+from reverb_agents.agents.extras import PolicyExtras
 from reverb_agents.agents.acer import losses
 from reverb_agents.agents.acer.config import ACERConfig
 from reverb_agents.agents.returns import transform_rewards
@@ -79,7 +79,7 @@ class ACERLearner(LearnerBase):
         self._discrete = leaves[0].discrete
         self._action_dim = leaves[0].size
         self.average_core = make_core()
-        self._prior = prior_lib.load_prior(config.prior, core.observation_space, action_space)
+        self.extras = PolicyExtras(config, core, action_space, None, 0, 0)  # the prior's KL
         for average, variable in zip(self.average_core.variables, core.variables):
             average.assign(variable)
         parts = core.parts
@@ -297,13 +297,9 @@ class ACERLearner(LearnerBase):
             # projection (it is not projected) and before pi_loss_coef weights it.
             total = (config.pi_loss_coef * (surrogate - config.beta * entropy)
                      + config.Q_loss_coef * value_loss)
-            prior_metrics = {}
-            if self._prior is not None:
-                kl_t = prior_lib.kl_to_prior(
-                    self._prior, self._actions, tf.nest.map_structure(lambda x: x[:-1], steps),
-                    tuple(p[:-1] for p in out.policy_params))
-                total += config.prior.prior_kl_weight * tf.reduce_sum(loss_mask_t * kl_t)
-                prior_metrics['loss/prior_kl'] = prior_lib.mean_kl(kl_t, mask_t)
+            total, prior_metrics = self.extras.added_to(
+                total, steps, -1, lambda: tuple(p[:-1] for p in out.policy_params), loss_mask_t,
+                mask_t, self.num_steps)
             num_valid = tf.maximum(tf.reduce_sum(mask_t), 1.0)
             if config.normalize_loss_by_steps:
                 total = total / num_valid

@@ -49,7 +49,7 @@ from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
-from reverb_agents.agents import prior as prior_lib
+from reverb_agents.agents.extras import PolicyExtras
 from reverb_agents.agents import contract, returns, reward_signals, vtrace
 from reverb_agents.agents.clear import losses
 from reverb_agents.agents.clear.config import CLEARConfig
@@ -88,7 +88,8 @@ class CLEARLearner(LearnerBase):
             observation, action = reward_signals.zeros_like_specs(core.observation_space,
                                                                   action_space)
             self.signals.create_variables(observation, action)
-        self._prior = prior_lib.load_prior(config.prior, core.observation_space, action_space)
+        self.extras = PolicyExtras(config, core, action_space, self.signals,
+                                   config.unroll_length, config.batch_size)
         self._gammas = tf.constant(signals.gammas, tf.float32)
         if signals.intrinsic:
             # One value per intrinsic component (and per task, as the baseline's), on the
@@ -267,18 +268,9 @@ class CLEARLearner(LearnerBase):
             total = (pg + config.baseline_cost * baseline + entropy_cost * entropy
                      + config.policy_cloning_cost * policy_cloning
                      + config.value_cloning_cost * value_cloning)
-            if self._prior is not None:
-                kl_t = prior_lib.kl_to_prior(self._prior, self._action_space,
-                                             tf.nest.map_structure(lambda x: x[:-1], steps),
-                                             params_t)
-                total += config.prior.prior_kl_weight * tf.reduce_sum(loss_mask_t * kl_t)
-                signal_metrics['loss/prior_kl'] = prior_lib.mean_kl(kl_t, mask_t)
-            if config.signals.bc_strength:
-                bc_strength = reward_signals.linear_decay(
-                    config.signals.bc_strength, config.signals.bc_steps, self.num_steps)
-                bc = self._bc_loss()
-                total += bc_strength * bc
-                signal_metrics.update({'bc/loss': bc, 'bc/strength': bc_strength})
+            total, extra_metrics = self.extras.added_to(total, steps, -1, params_t, loss_mask_t,
+                                                        mask_t, self.num_steps)
+            signal_metrics.update(extra_metrics)
 
         variables = self._learned_variables()
         grad_norm = self._apply(tape.gradient(total, variables), variables, batch.replayed,
@@ -331,23 +323,7 @@ class CLEARLearner(LearnerBase):
         return task if self.signal_values.groups > len(self.config.signals.intrinsic) \
             else tf.zeros_like(task)
 
-    def _bc_loss(self) -> tf.Tensor:
-        """Behavioural cloning on `batch_size` demonstration windows of `unroll_length`."""
-        return reward_signals.demo_cloning_loss(self.signals.bc_demos, self.core,
-                                                self._action_space, self.config.unroll_length,
-                                                self.config.batch_size)
-
-    @tf.function(autograph=False)
-    def _bc_pretrain_step(self) -> tf.Tensor:
-        variables = self.core.trainable_variables
-        with tf.GradientTape() as tape:
-            loss = self._bc_loss()
-        self.clip_and_apply(tape.gradient(loss, variables), variables)
-        return loss
-
     def pretrain(self) -> Optional[float]:
-        """`bc_pretrain_steps` policy updates on the demonstrations alone (the rest of
-        them, after a restore); returns the last BC loss, or None if none was due."""
-        if self.signals is None:
-            return None
-        return self.signals.pretrain(self._bc_pretrain_step, self.config.signals.bc_pretrain_steps)
+        """`bc_pretrain_steps` policy updates on the demonstrations alone (`agents.extras`);
+        returns the last BC loss, or None if none was due."""
+        return self.extras.pretrain(self.clip_and_apply)

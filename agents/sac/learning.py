@@ -74,7 +74,7 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
-from reverb_agents.agents import prior as prior_lib
+from reverb_agents.agents.extras import PolicyExtras
 from reverb_agents.agents import returns, reward_signals
 from reverb_agents.agents.learner_base import LearnerBase
 from reverb_agents.agents.slots import create_slots
@@ -121,7 +121,6 @@ class SACLearner(LearnerBase):
             raise ValueError('SAC needs a squashed action space (ActionSpace(space, squash=True))')
         self.core = core
         self._actions = action_space
-        self._prior = prior_lib.load_prior(config.prior, core.observation_space, action_space)
         leaves = action_space.leaves
         self._continuous = [i for i, l in enumerate(leaves) if not l.discrete]
         self._discrete = [i for i, l in enumerate(leaves) if l.discrete]
@@ -178,6 +177,11 @@ class SACLearner(LearnerBase):
                                                         action_space)
             self.signals.create_variables(*reward_signals.zeros_like_specs(
                 core.observation_space, action_space))
+        # Cloning: one demonstrated step per batch row (windows of `unroll_length` for a
+        # recurrent actor).
+        self.extras = PolicyExtras(config, core, action_space, self.signals,
+                                   config.unroll_length if core.recurrent else 1,
+                                   config.sequences_per_batch)
         num_outputs = self._num_outputs * self._reward_size
         # The critics see what the actor's torso sees: the observation without its
         # action mask (`networks.observations.ACTION_MASK`), as the critics of a
@@ -433,27 +437,12 @@ class SACLearner(LearnerBase):
         targets = tf.reshape(targets, [T, -1, self._reward_size])
         return targets if self._reward_weights is not None else targets[..., 0]
 
-    def _bc_loss(self) -> tf.Tensor:
-        """Behavioural cloning on demonstrated steps (one per batch row; windows of
-        `unroll_length` for a recurrent actor)."""
-        length = self.config.unroll_length if self.core.recurrent else 1
-        return reward_signals.demo_cloning_loss(self.signals.bc_demos, self.core, self._actions,
-                                                length, self.config.sequences_per_batch)
-
-    @tf.function(autograph=False)
-    def _bc_pretrain_step(self) -> tf.Tensor:
-        variables = self.core.trainable_variables
-        with tf.GradientTape() as tape:
-            loss = self._bc_loss()
-        self.clip_and_apply(tape.gradient(loss, variables), variables, self.actor_optimizer)
-        return loss
-
     def pretrain(self) -> Optional[float]:
-        """`bc_pretrain_steps` actor updates on the demonstrations alone (the rest of
-        them, after a restore); the last BC loss, or None if none was due."""
-        if self.signals is None:
-            return None
-        return self.signals.pretrain(self._bc_pretrain_step, self.config.signals.bc_pretrain_steps)
+        """`bc_pretrain_steps` actor updates on the demonstrations alone (`agents.extras`);
+        the last BC loss, or None if none was due."""
+        return self.extras.pretrain(
+            lambda gradients, variables: self.clip_and_apply(gradients, variables,
+                                                             self.actor_optimizer))
 
     @tf.function(autograph=False)
     def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
@@ -530,19 +519,12 @@ class SACLearner(LearnerBase):
                 # One backward pass for both: the actor loss sees alpha as a constant and
                 # the temperature loss sees the entropy as one.
                 actor_and_alpha_loss = actor_loss + alpha_loss
-                if self._prior is not None:
-                    kl = merge_time(prior_lib.kl_to_prior(  # [T * B]
-                        self._prior, self._actions, tf.nest.map_structure(lambda x: x[:T], steps),
-                        params_t))
-                    actor_and_alpha_loss += (config.prior.prior_kl_weight
-                                             * losses.masked_mean(kl, mask))
-                    signal_metrics['loss/prior_kl'] = prior_lib.mean_kl(kl, mask)
-                if config.signals.bc_strength:
-                    bc_strength = reward_signals.linear_decay(
-                        config.signals.bc_strength, config.signals.bc_steps, self.num_steps)
-                    bc = self._bc_loss()
-                    actor_and_alpha_loss += bc_strength * bc
-                    signal_metrics.update({'bc/loss': bc, 'bc/strength': bc_strength})
+                if self.extras.active:  # weighing each learned step as the actor loss does
+                    mask_t = tf.reshape(mask, [T, -1])
+                    actor_and_alpha_loss, extra_metrics = self.extras.added_to(
+                        actor_and_alpha_loss, steps, T, params_t,
+                        mask_t / tf.maximum(tf.reduce_sum(mask), 1.0), mask_t, self.num_steps)
+                    signal_metrics.update(extra_metrics)
 
             with critic_tape.stop_recording():  # constants for the critic loss
                 targets = tf.reshape(

@@ -479,7 +479,7 @@ def test_reward_signals_learn_in_the_step_with_their_own_value_outputs(tmp_path,
     rng = np.random.default_rng(0)
     path = write_episode(tmp_path / 'demos.npz', rng.uniform(-1, 1, (50, 3)).astype(np.float32),
                          rng.integers(0, 3, 50), OBS_SPACE, gym.spaces.Discrete(3))
-    # No LSTM: the signals do not depend on it (`_bc_loss` over recurrent windows is
+    # No LSTM: the signals do not depend on it (cloning over recurrent windows is
     # the BC pre-training test's).
     learner, core, space = make_learner(
         0, curiosity_strength=0.5, curiosity_gamma=0.9, gail_strength=0.5, gail_gamma=0.5,
