@@ -200,3 +200,11 @@ def test_the_docs_examples_are_the_ones_the_tests_run():
     assert len(blocks) == 5
     for block in blocks:
         assert block in source, block
+
+
+def test_a_compiled_models_optimizer_is_ignored_with_one_line(caplog):
+    """Said once per process, however many copies the run builds."""
+    for _ in range(3):
+        user.UserTorso(CARTPOLE, 'tests.user_networks:compiled')
+    said = [r for r in caplog.records if 'optimizer and loss are ignored' in r.getMessage()]
+    assert len(said) == 1
