@@ -2,7 +2,7 @@
 
 - the KL to a prior policy (`agents.prior`, `--prior_actor`, `--prior_kl_weight`),
   logged as `loss/prior_kl`;
-- behavioural cloning on demonstrations (`agents.reward_signals`, `--bc_strength`
+- behavioural cloning on demonstrations (`agents.signals`, `--bc_strength`
   annealed over `--bc_steps`), logged as `bc/loss` and `bc/strength`, and its
   pre-training before any interaction (`--bc_pretrain_steps`, `Learner.pretrain`).
 
@@ -20,7 +20,9 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 import tensorflow as tf
 
 from reverb_agents.agents import prior as prior_lib
-from reverb_agents.agents import reward_signals
+from reverb_agents.agents.signals.demos import demo_cloning_loss
+from reverb_agents.agents.signals.losses import linear_decay
+from reverb_agents.agents.signals.signals import RewardSignals
 from reverb_agents.networks.distributions import ActionSpace
 
 
@@ -28,7 +30,7 @@ class PolicyExtras:
     """A learner's prior KL and behavioural cloning (the module doc)."""
 
     def __init__(self, config: Any, core: Any, action_space: ActionSpace,
-                 signals: Optional[reward_signals.RewardSignals], bc_length: int,
+                 signals: Optional[RewardSignals], bc_length: int,
                  bc_rows: int):
         """`config`: the agent's config (its `prior` and, if any, `signals` sub-configs);
         `signals`: the learner's `RewardSignals` (its demonstrations), or None;
@@ -68,7 +70,7 @@ class PolicyExtras:
             total += self._prior_config.prior_kl_weight * tf.reduce_sum(loss_weights_t * kl_t)
             metrics['loss/prior_kl'] = prior_lib.mean_kl(kl_t, mask_t)
         if self.clones:
-            strength = reward_signals.linear_decay(
+            strength = linear_decay(
                 self._signals_config.bc_strength, self._signals_config.bc_steps, num_steps)
             bc = self.bc_loss()
             total += strength * bc
@@ -77,7 +79,7 @@ class PolicyExtras:
 
     def bc_loss(self) -> tf.Tensor:
         """Behavioural cloning `[]` on `bc_rows` demonstration windows of `bc_length`."""
-        return reward_signals.demo_cloning_loss(self._signals.bc_demos, self._core,
+        return demo_cloning_loss(self._signals.bc_demos, self._core,
                                                 self._actions, self._bc_length, self._bc_rows)
 
     def pretrain(self, apply: Callable[[List[tf.Tensor], List[tf.Variable]], Any]

@@ -12,7 +12,7 @@ from reverb_agents.agents import configs
 from reverb_agents.agents.configs import field, require, sub_config
 from reverb_agents.agents.prior import PriorConfig
 from reverb_agents.agents.returns import REWARD_CLIPPINGS
-from reverb_agents.agents.reward_signals import SignalsConfig
+from reverb_agents.agents.signals.config import SignalsConfig
 from reverb_agents.replay.batches import split_batch
 
 
@@ -58,7 +58,7 @@ class CLEARConfig:
     critic_pretrain_variables: str = field(
         'baseline', "what critic pre-training trains: 'baseline' (the value head alone: the "
         "policy does not move) or 'all' (every core variable, torso and LSTM too, as the seed)")
-    # Reward signals (curiosity, GAIL) and behavioural cloning (`agents.reward_signals`).
+    # Reward signals (curiosity, GAIL) and behavioural cloning (`agents.signals`).
     signals: SignalsConfig = sub_config(SignalsConfig)
     # Optimiser (Adam or RMSProp, `--optimizer`).
     optimizer: configs.OptimizerConfig = sub_config(configs.OptimizerConfig)

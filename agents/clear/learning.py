@@ -35,7 +35,7 @@ multi-task form): each step's value, target,
 advantage and loss are in its own task's units (`Step.task`), and a batch
 moves each task's statistics with that task's targets only.
 
-Reward signals (`agents.reward_signals`): curiosity and GAIL rewards are extra
+Reward signals (`agents.signals`): curiosity and GAIL rewards are extra
 components, each with its own value output (`signal_values`, a linear head on
 the core's features, owned by the learner and not exported) and discount;
 V-trace (or GAE) runs per component with the same importance weights, the
@@ -50,7 +50,10 @@ from typing import Dict, Optional, Tuple
 import tensorflow as tf
 
 from reverb_agents.agents.extras import PolicyExtras
-from reverb_agents.agents import contract, returns, reward_signals, vtrace
+from reverb_agents.agents import contract, returns, vtrace
+from reverb_agents.agents.signals import demos as signal_demos
+from reverb_agents.agents.signals import losses as signal_losses
+from reverb_agents.agents.signals.signals import RewardSignals
 from reverb_agents.agents.clear import losses
 from reverb_agents.agents.clear.config import CLEARConfig
 from reverb_agents.agents.learner_base import LearnerBase
@@ -83,9 +86,9 @@ class CLEARLearner(LearnerBase):
         signals = config.signals
         self.signals = None
         if signals.intrinsic or signals.uses_bc:
-            self.signals = reward_signals.RewardSignals(
+            self.signals = RewardSignals(
                 signals, core.observation_space, action_space)
-            observation, action = reward_signals.zeros_like_specs(core.observation_space,
+            observation, action = signal_demos.zeros_like_specs(core.observation_space,
                                                                   action_space)
             self.signals.create_variables(observation, action)
         self.extras = PolicyExtras(config, core, action_space, self.signals,
@@ -306,9 +309,9 @@ class CLEARLearner(LearnerBase):
         v_t, bootstrap_value = values[:-1], values[-1]
         mask = mask_t[..., None]
         r_t = tf.where(mask > 0, signal_r_t, tf.stop_gradient(v_t))  # as _transformed
-        discount_t = reward_signals.component_discounts(
+        discount_t = signal_losses.component_discounts(
             steps.discount[:-1], self._gammas, self.config.signals.episodic) * mask
-        vs, advantages = reward_signals.component_targets(
+        vs, advantages = signal_losses.component_targets(
             self._targets, log_rhos, discount_t, r_t, v_t, bootstrap_value)
         group = group[:-1]
         normalize = self.signal_values.normalize

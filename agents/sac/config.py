@@ -19,7 +19,7 @@ from typing import Any, Optional, Tuple
 from reverb_agents.agents import configs
 from reverb_agents.agents.configs import field, require, sub_config
 from reverb_agents.agents.prior import PriorConfig
-from reverb_agents.agents.reward_signals import SignalsConfig
+from reverb_agents.agents.signals.config import SignalsConfig
 from reverb_agents.replay.batches import split_batch
 
 
@@ -65,7 +65,7 @@ class SACConfig:
         0.005, 'target <- tau * online + (1 - tau) * target (CartPole learns with 0.05)')
     target_update_period: int = field(1, 'learner steps between target updates')
     # Actor.
-    # Reward signals (curiosity, GAIL) and behavioural cloning (`agents.reward_signals`).
+    # Reward signals (curiosity, GAIL) and behavioural cloning (`agents.signals`).
     signals: SignalsConfig = sub_config(SignalsConfig)
     discrete_policy: str = field(
         'actor', "'actor' (a learned categorical actor, ML-Agents) or 'critic' (softmax(Q / alpha) "

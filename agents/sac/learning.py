@@ -49,7 +49,7 @@ replicas component by component, in the direction of the component's weight
 bonus enters every component's target, so with weights that sum to 1 the
 weighted critic is the soft Q of the weighted reward.
 
-Reward signals (`agents.reward_signals`): each intrinsic signal (curiosity,
+Reward signals (`agents.signals`): each intrinsic signal (curiosity,
 GAIL) is one more reward component after the environment's, with its own
 discount (the n-step targets take a gamma per component) and weight 1 (its
 strength is in its reward); the environment's components are weighted by
@@ -75,7 +75,10 @@ from typing import Any, Dict, List, Optional, Tuple
 import tensorflow as tf
 
 from reverb_agents.agents.extras import PolicyExtras
-from reverb_agents.agents import returns, reward_signals
+from reverb_agents.agents import returns
+from reverb_agents.agents.signals import demos as signal_demos
+from reverb_agents.agents.signals import losses as signal_losses
+from reverb_agents.agents.signals.signals import RewardSignals
 from reverb_agents.agents.learner_base import LearnerBase
 from reverb_agents.agents.slots import create_slots
 from reverb_agents.agents.sac import losses
@@ -173,9 +176,9 @@ class SACLearner(LearnerBase):
             + list(signals.gammas), tf.float32)
         self.signals = None
         if signals.intrinsic or signals.uses_bc:
-            self.signals = reward_signals.RewardSignals(signals, core.observation_space,
+            self.signals = RewardSignals(signals, core.observation_space,
                                                         action_space)
-            self.signals.create_variables(*reward_signals.zeros_like_specs(
+            self.signals.create_variables(*signal_demos.zeros_like_specs(
                 core.observation_space, action_space))
         # Cloning: one demonstrated step per batch row (windows of `unroll_length` for a
         # recurrent actor).
@@ -427,7 +430,7 @@ class SACLearner(LearnerBase):
             # A non-episodic signal's return runs on across a termination (a time limit's).
             m = signal_rewards.shape[-1]
             discount = tf.concat([tf.repeat(discount, self._reward_size - m, -1),
-                                  reward_signals.component_discounts(
+                                  signal_losses.component_discounts(
                                       steps.discount, tf.ones([m]), config.signals.episodic)],
                                  -1)
         targets = returns.n_step_targets(

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from reverb_agents.agents import configs, reward_signals
+from reverb_agents.agents import configs
+from reverb_agents.agents.signals import config as signals_config
 from reverb_agents.agents.clear.config import CLEARConfig
 from reverb_agents.agents.clear.learning import CLEARLearner
 from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
@@ -484,8 +485,8 @@ def test_reward_signals_learn_in_the_step_with_their_own_value_outputs(tmp_path,
     learner, core, space = make_learner(
         0, curiosity_strength=0.5, curiosity_gamma=0.9, gail_strength=0.5, gail_gamma=0.5,
         gail_demos=path, bc_demos=path, bc_strength=0.5)
-    names = METRICS + list(reward_signals.CURIOSITY_METRICS + reward_signals.GAIL_METRICS
-                           + reward_signals.BC_METRICS)
+    names = METRICS + list(signals_config.CURIOSITY_METRICS + signals_config.GAIL_METRICS
+                           + signals_config.BC_METRICS)
     values_before = [v.numpy().copy() for v in learner.signal_values.trainable_variables]
     icm_before = learner.signals.curiosity.trainable_variables[0].numpy().copy()
     metrics = learner.step(make_batch(core, space, num_replayed=2))

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from reverb_agents.agents import reward_signals
-from reverb_agents.agents.reward_signals import SignalsConfig
+from reverb_agents.agents.signals import config as signals_config
+from reverb_agents.agents.signals.config import SignalsConfig
 from reverb_agents.agents.sac.config import SACConfig
 from reverb_agents.agents.sac.learning import SACLearner
 from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
@@ -776,6 +776,6 @@ def test_reward_signals_are_components_with_their_own_discount(tmp_path, write_e
     np.testing.assert_allclose(episodic, expected, rtol=1e-4, atol=1e-5)
 
     metrics = learner.step(make_batch(space))
-    for name in reward_signals.CURIOSITY_METRICS + reward_signals.BC_METRICS:
+    for name in signals_config.CURIOSITY_METRICS + signals_config.BC_METRICS:
         assert np.isfinite(float(metrics[name].numpy())), name
     assert learner.pretrain() is None  # no pre-training asked for

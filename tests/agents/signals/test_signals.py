@@ -6,8 +6,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from reverb_agents.agents import reward_signals, vtrace
-from reverb_agents.agents.reward_signals import ICM, RewardSignals, SignalsConfig
+from reverb_agents.agents import vtrace
+from reverb_agents.agents.signals import demos, losses
+from reverb_agents.agents.signals.config import SignalsConfig
+from reverb_agents.agents.signals.models import ICM
+from reverb_agents.agents.signals.signals import RewardSignals
 from reverb_agents.networks.distributions import ActionSpace
 
 OBS_SPACE = gym.spaces.Box(np.array([-1.0, -2.0], np.float32), np.array([1.0, 2.0], np.float32))
@@ -60,7 +63,7 @@ def test_icm_losses_follow_its_networks_written_in_numpy():
 def _signals(**overrides):
     config = SignalsConfig(**overrides)
     signals = RewardSignals(config, OBS_SPACE, ACTIONS)
-    signals.create_variables(*reward_signals.zeros_like_specs(OBS_SPACE, ACTIONS))
+    signals.create_variables(*demos.zeros_like_specs(OBS_SPACE, ACTIONS))
     return signals
 
 
@@ -108,10 +111,10 @@ def test_curiosity_strength_anneals_over_curiosity_steps():
 def test_bounded_curiosity_caps_steps_at_a_multiple_of_the_running_rms():
     reward = tf.constant([0.5, 2.0, 40.0])
     np.testing.assert_allclose(  # RMS 2: at most 5 x 2 = 10
-        reward_signals.bounded_curiosity(reward, 5.0, tf.constant(4.0), tf.constant(3.0)),
+        losses.bounded_curiosity(reward, 5.0, tf.constant(4.0), tf.constant(3.0)),
         [0.5, 2.0, 10.0])
     for clip, updates in [(0.0, 3.0), (5.0, 0.0)]:  # off, or no RMS yet
-        np.testing.assert_array_equal(reward_signals.bounded_curiosity(
+        np.testing.assert_array_equal(losses.bounded_curiosity(
             reward, clip, tf.constant(4.0), tf.constant(updates)), reward.numpy())
 
 
@@ -156,9 +159,9 @@ def test_gail_loss_and_reward_against_numpy():
     sigmoid = lambda z: 1 / (1 + np.exp(-z))  # noqa: E731
     expected = (-np.log(sigmoid(demo_logits)).mean()
                 - (mask * np.log(1 - sigmoid(policy_logits))).sum() / mask.sum())
-    loss = reward_signals.gail_discriminator_loss(demo_logits, policy_logits, mask)
+    loss = losses.gail_discriminator_loss(demo_logits, policy_logits, mask)
     np.testing.assert_allclose(loss.numpy(), expected, rtol=1e-5)
-    reward = reward_signals.gail_reward(policy_logits).numpy()
+    reward = losses.gail_reward(policy_logits).numpy()
     np.testing.assert_allclose(reward, -np.log(1 - sigmoid(policy_logits)), rtol=1e-4)
     assert np.all(reward > 0) and np.all(np.diff(reward) > 0)  # more demo-like, more reward
 
@@ -199,7 +202,7 @@ def test_component_targets_discount_each_component_by_its_own_gamma():
         return vtrace.from_importance_weights(log_rhos, discounts, rewards, values,
                                               bootstrap_value)
 
-    vs, advantages = reward_signals.component_targets(
+    vs, advantages = losses.component_targets(
         targets, np.zeros((3, 1), np.float32), discounts, rewards, values, bootstrap)
     np.testing.assert_allclose(vs.numpy()[:, 0], [[2.25, 0.81], [2.5, 0.9], [3.0, 1.0]],
                                rtol=1e-6)
@@ -211,7 +214,7 @@ def test_component_targets_discount_each_component_by_its_own_gamma():
 def test_a_non_episodic_return_runs_across_a_termination():
     discount = np.array([[1.0, 0.0], [0.0, 1.0]], np.float32)  # [T, B]: 0 = terminated
     gammas = np.array([0.9, 0.5], np.float32)
-    got = reward_signals.component_discounts(discount, gammas, (True, False)).numpy()
+    got = losses.component_discounts(discount, gammas, (True, False)).numpy()
     np.testing.assert_allclose(got[..., 0], discount * 0.9)  # episodic (GAIL's default)
     np.testing.assert_allclose(got[..., 1], np.full((2, 2), 0.5))  # curiosity's default
     assert SignalsConfig(curiosity_strength=1.0, gail_strength=1.0,
@@ -221,14 +224,14 @@ def test_a_non_episodic_return_runs_across_a_termination():
 def test_bc_loss_and_its_decay_against_numpy():
     per_step = -np.log(np.array([[0.5, 0.25], [1.0, 0.125]], np.float32))
     mask = np.array([[1.0, 1.0], [0.0, 1.0]], np.float32)
-    np.testing.assert_allclose(reward_signals.bc_loss(per_step).numpy(),
+    np.testing.assert_allclose(losses.bc_loss(per_step).numpy(),
                                -np.log([0.5, 0.25, 1.0, 0.125]).mean(), rtol=1e-6)
-    np.testing.assert_allclose(reward_signals.bc_loss(per_step, mask).numpy(),
+    np.testing.assert_allclose(losses.bc_loss(per_step, mask).numpy(),
                                -np.log([0.5, 0.25, 0.125]).mean(), rtol=1e-6)
-    decay = [reward_signals.linear_decay(2.0, 100, tf.constant(s, tf.int64)).numpy()
+    decay = [losses.linear_decay(2.0, 100, tf.constant(s, tf.int64)).numpy()
              for s in (0, 50, 100, 200)]
     np.testing.assert_allclose(decay, [2.0, 1.0, 0.0, 0.0])
-    assert reward_signals.linear_decay(2.0, 0, tf.constant(10_000, tf.int64)).numpy() == 2.0
+    assert losses.linear_decay(2.0, 0, tf.constant(10_000, tf.int64)).numpy() == 2.0
 
 
 def test_cloning_losses_on_a_demo_batch_against_numpy():
@@ -238,7 +241,7 @@ def test_cloning_losses_on_a_demo_batch_against_numpy():
     logits = np.array([[1.0, 2.0, 0.0], [0.0, 0.0, 3.0]], np.float32)
     gaussian = np.array([[0.5, -1.0, 0.0, 0.0], [2.0, 0.0, -1.0, 1.0]], np.float32)  # mean, log-std
     demo = (np.array([1, 0], np.int32), np.array([[0.0, -0.5], [1.0, 0.0]], np.float32))
-    got = reward_signals.cloning_losses(space, (logits, gaussian), demo).numpy()
+    got = losses.cloning_losses(space, (logits, gaussian), demo).numpy()
     nll = -_log_softmax(logits)[[0, 1], [1, 0]]
     squared = ((np.tanh(gaussian[:, :2]) - demo[1]) ** 2).sum(-1)
     np.testing.assert_allclose(got, nll + squared, rtol=1e-5)
