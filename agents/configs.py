@@ -26,6 +26,7 @@ default sub-config (`dataclasses.field(default_factory=...)`).
 import dataclasses
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from reverb_agents.networks import user_spec  # pure Python, no TensorFlow
 from reverb_agents.replay.batches import REPLAY_EVICTIONS
 
 LEARNING_RATE_SCHEDULES = ('linear', 'constant')
@@ -234,7 +235,6 @@ class NetworkConfig:
     memory_kwargs: str = field('', 'key=value,... passed to a --memory=MODULE:FUNCTION factory')
 
     def __post_init__(self):
-        from reverb_agents.networks import user_spec  # pure Python, no TensorFlow
         if user_spec.is_user_network(self.torso):
             user_spec.check_spec('torso', self.torso)
         else:
@@ -249,6 +249,11 @@ class NetworkConfig:
         require(not self.memory_kwargs or bool(self.memory),
                 f'--memory_kwargs={self.memory_kwargs} is for a memory of your own '
                 f'(--memory=MODULE:FUNCTION)')
+
+    @property
+    def users_own(self) -> bool:
+        """Whether the torso or the memory is the user's own (`MODULE:FUNCTION`)."""
+        return user_spec.is_user_network(self.torso) or bool(self.memory)
 
     def core_options(self) -> Dict[str, str]:
         """`ActorCriticCore`'s keyword arguments for the torso and the memory."""

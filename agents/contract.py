@@ -22,7 +22,8 @@ What an agent declares:
    sample-to-insert ratio if the agent fixes one, how fresh and replayed
    sequences make batches (`mixing`, a `replay.mixing` strategy: mixed batches
    by default, a `ReplaySchedule` when they alternate between the tables as
-   ACER's do, or a strategy of the agent's own), and the `replay` sampler: uniform, or prioritized with `priority_exponent`.
+   ACER's do, or a strategy of the agent's own), and the `replay` sampler:
+   uniform, or prioritized with `priority_exponent`.
    A prioritized agent's `step` also returns `PRIORITIES`: each batch row's
    new priority `[B]`, which the wiring writes back to Reverb for the
    replayed rows (`agents.priorities`, `replay.priorities`).

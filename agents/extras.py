@@ -79,8 +79,8 @@ class PolicyExtras:
 
     def bc_loss(self) -> tf.Tensor:
         """Behavioural cloning `[]` on `bc_rows` demonstration windows of `bc_length`."""
-        return demo_cloning_loss(self._signals.bc_demos, self._core,
-                                                self._actions, self._bc_length, self._bc_rows)
+        return demo_cloning_loss(self._signals.bc_demos, self._core, self._actions,
+                                 self._bc_length, self._bc_rows)
 
     def pretrain(self, apply: Callable[[List[tf.Tensor], List[tf.Variable]], Any]
                  ) -> Optional[float]:

@@ -23,7 +23,7 @@ from reverb_agents.launch import checkpoint_pairs, console, environments, rundir
 from reverb_agents.launch.environments import action_repeat, factory, shared_spaces, task_sequence
 from reverb_agents.launch.actor import Actor, EpisodeStats
 from reverb_agents.launch.options import RunOptions
-from reverb_agents.networks import torsos, user_spec
+from reverb_agents.networks import torsos
 from reverb_agents.networks import user as user_lib
 from reverb_agents.networks.numpy_core import NumpyCore
 from reverb_agents.networks.cores import ActorCriticCore
@@ -132,7 +132,7 @@ def check_networks(options: RunOptions, config: Any) -> None:
     """A network of the user's own, built once in this process before a run starts any
     other or writes anything: a bad one is one `EnvironmentSetupError` line here, not
     one per role."""
-    if not (user_spec.is_user_network(config.network.torso) or config.network.memory):
+    if not config.network.users_own:
         return
     envs = make_envs(options, config, 1, options.seed, evaluation=True)
     try:
@@ -164,11 +164,11 @@ def make_setup(options: RunOptions, config: Any, envs: gym.vector.VectorEnv) -> 
 
 def build_checked_core(options: RunOptions, config: Any, observation_space: gym.Space,
                        action_space: ActionSpace) -> ActorCriticCore:
-    """The agent's core with its variables built, or one `EnvironmentSetupError` line:
-    a space it cannot take, or a network of the user's own that fails its checks or
-    its first unroll (`networks.user`)."""
+    """The agent's core (a user's network's with its variables built), or one
+    `EnvironmentSetupError` line: a space it cannot take, or a network of the user's
+    own that fails its checks or its first unroll (`networks.user`)."""
     agent = registry.get(options.agent)
-    user_parts = user_spec.is_user_network(config.network.torso) or bool(config.network.memory)
+    user_parts = config.network.users_own
     if user_parts and options.torso_precision != 'float32':
         raise environments.EnvironmentSetupError(
             f'--torso_precision={options.torso_precision} computes the built-in convolution '
@@ -176,7 +176,8 @@ def build_checked_core(options: RunOptions, config: Any, observation_space: gym.
             f'dtype, e.g. mixed_bfloat16): leave --torso_precision at float32')
     try:
         core = agent.build_core(observation_space, action_space, config)
-        core.create_variables()
+        if user_parts:  # a user's layers may fail only at their first unroll
+            core.create_variables()
     except user_lib.NetworkError as e:
         raise environments.EnvironmentSetupError(str(e)) from None
     except UnsupportedSpaceError as e:

@@ -27,6 +27,7 @@ of off-policy learning assume the learner's policy is the one that acted;
 regularizers (`layer.losses`, which no agent's loss adds).
 """
 
+import copy
 import importlib
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
@@ -123,10 +124,6 @@ def _check_no_losses(flag: str, spec: str, nets: Sequence[Any]) -> None:
             raise NetworkError(
                 f'--{flag}={spec}: its layers add losses (kernel, bias or activity '
                 f'regularizers), which no agent adds to its own; remove the regularizers')
-
-
-def _param_count(variables: Sequence[tf.Variable]) -> int:
-    return int(sum(np.prod(v.shape) for v in variables))
 
 
 def _probe(spec_nest: Any, batch: int) -> Any:
@@ -370,7 +367,6 @@ def _copier(flag: str, network: Any) -> Callable[..., Any]:
     """A factory giving each core a fresh copy of a layer or module object: Keras by its
     config (`clone_model` for a Sequential or Functional model), Sonnet by deepcopy
     before any variable exists. ValueError (one line) for an object neither copies."""
-    import copy
     if isinstance(network, tf.keras.Model) and (network._is_graph_network  # pylint: disable=protected-access
                                                or isinstance(network, tf.keras.Sequential)):
         return lambda *args, **kwargs: tf.keras.models.clone_model(network)
@@ -392,4 +388,6 @@ def _copier(flag: str, network: Any) -> Callable[..., Any]:
 def param_count(module: Optional[tf.Module]) -> int:
     """Trainable parameters of `module` (0 for None or none; Sonnet's own property
     raises for a module without variables)."""
-    return 0 if module is None else _param_count(tf.Module.trainable_variables.fget(module))
+    if module is None:
+        return 0
+    return int(sum(np.prod(v.shape) for v in tf.Module.trainable_variables.fget(module)))
