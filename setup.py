@@ -46,16 +46,16 @@ setup(
         "absl-py",
         # launch/plot.py (learning and continual-learning curves)
         "matplotlib",
-        # launch/console.py (the progress bar)
+        # launch/runs/console.py (the progress bar)
         "tqdm",
-        # launch/actor.py (numpy's BLAS threads in an acting process)
+        # launch/acting/actor.py (numpy's BLAS threads in an acting process)
         "threadpoolctl",
     ],
     extras_require={
         # the tests exercise every launcher (Ray's included) and every environment suite
         # ... and the documentation site builds (tests/test_docs.py)
         "test": ["pytest>=7", "pytest-xdist>=3"] + RAY + MINATAR + ATARI + MUJOCO + DOCS,
-        # launch/ray_launcher.py (--launcher=ray): the version that installs with the pinned stack
+        # launch/runners/ray_launcher.py (--launcher=ray): the version that installs with the pinned stack
         "ray": RAY,
         "minatar": MINATAR,
         "atari": ATARI,

@@ -2,7 +2,7 @@
 
 An agent's config is one frozen dataclass. Each field is declared with
 `field(default, doc)`: the one-line doc becomes the help of the absl flag of
-the same name (`launch/config_flags.py`), so defaults and docs live in the
+the same name (`launch/command_line/config_flags.py`), so defaults and docs live in the
 config only. Checks go in `__post_init__` through `require`, whose message
 says which value is wrong and why.
 

@@ -47,7 +47,7 @@ What an agent declares:
    each stored step names its task (`replay.trajectory.Step.task`).
 8. `demo_files(config)`: demonstration files the learner will read
    (`replay.demos`), which the wiring checks against the environment first.
-9. `run_defaults`: run options (`launch.options.RunOptions` fields such as
+9. `run_defaults`: run options (`launch.runs.options.RunOptions` fields such as
    `num_envs`, `num_steps`) this agent defaults differently.
 
 What an agent may assume: batches arrive in `replay.dataset.Batch`'s

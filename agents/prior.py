@@ -1,6 +1,6 @@
 """A prior policy the actor is kept close to (ALF's `prior_actor`).
 
-With `--prior_actor=DIR` (any policy this library exported, `launch/export.py`,
+With `--prior_actor=DIR` (any policy this library exported, `launch/policies/export.py`,
 of the run's observation and action spaces) the actor's loss adds
 `prior_kl_weight * KL(pi || pi_prior)` at every learned step, logged as
 `loss/prior_kl`. The KL is exact for every action kind
@@ -76,7 +76,7 @@ def _check_specs(specs: dict, path: str, observation_space: gym.Space,
 
 def _at(observation: Any, path: Sequence[Any]) -> Any:
     """The member of a (nested) observation at `path` (keys and indices); the twin of
-    `launch.policy._at`, which imports nothing of the library."""
+    `launch.policies.load._at`, which imports nothing of the library."""
     for element in path:
         observation = observation[element]
     return observation
@@ -92,11 +92,11 @@ class PriorPolicy:
     def __init__(self, path: str, observation_space: gym.Space, action_space: ActionSpace):
         if not os.path.isfile(os.path.join(path, 'saved_model.pb')):
             raise PriorError(f'--prior_actor {path!r} is not a SavedModel directory '
-                             f'(no saved_model.pb); export one with launch/export.py')
+                             f'(no saved_model.pb); export one with launch/policies/export.py')
         model = tf.saved_model.load(path)
         if 'policy_params' not in model.signatures:
             raise PriorError(f'--prior_actor {path!r} has no policy_params signature (an '
-                             f'older export); export it again with launch/export.py')
+                             f'older export); export it again with launch/policies/export.py')
         specs = json.loads(model.signatures['specs']()['specs'].numpy().decode())
         _check_specs(specs, path, observation_space, action_space)
         self._model = model

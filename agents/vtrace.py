@@ -69,6 +69,8 @@ def from_importance_weights(
     Raises:
       ValueError: if an argument has the wrong static rank.
     """
+    # Long: its docstring gives the paper's definitions beside the arguments; the code is half of
+    # it.
     log_rhos = tf.convert_to_tensor(log_rhos)
     dtype = log_rhos.dtype
     discounts = tf.convert_to_tensor(discounts, dtype=dtype)

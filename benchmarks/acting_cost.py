@@ -4,7 +4,7 @@ shape, side by side in one process: prints JSON.
 
     python benchmarks/acting_cost.py --rounds=5 --steps=2000 --output=acting.json
 
-Per case, `launch.acting.Policy` (what actors and evaluations act with) is called
+Per case, `launch.acting.policy.Policy` (what actors and evaluations act with) is called
 `--steps` times on a batch of `--num_envs` CartPole-shaped observations, the cases
 alternating round by round so that each sees the same load on the shared machine.
 The cases: the built-in MLP (64, 64) acting through its numpy mirror (what a run
@@ -31,7 +31,7 @@ import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from reverb_agents.launch.acting import Policy  # noqa: E402
+from reverb_agents.launch.acting.policy import Policy  # noqa: E402
 from reverb_agents.networks.cores import ActorCriticCore  # noqa: E402
 from reverb_agents.networks.distributions import ActionSpace  # noqa: E402
 

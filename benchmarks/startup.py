@@ -5,7 +5,7 @@ learner step, the batch pipeline and the export is most of the time: prints JSON
     python benchmarks/startup.py --baseline_root=/path/to/another/checkout
 
 Each run is a fresh interpreter that imports TensorFlow before the clock starts,
-then times `launch.inprocess.train` on a small configuration (the tests'
+then times `launch.runners.inprocess.train` on a small configuration (the tests'
 sizes): CLEAR and ACER on CartPole-v1, SAC on Pendulum-v1. With
 `--baseline_root`, the same runs on that checkout's code (another commit's
 work tree) alternate with this checkout's, repeat by repeat, so both see the
@@ -41,8 +41,8 @@ TIMED = '''
 import json, sys, tempfile, time
 import tensorflow as tf  # started before the clock
 from reverb_agents.agents import configs, registry
-from reverb_agents.launch import inprocess
-from reverb_agents.launch.options import RunOptions
+from reverb_agents.launch.runners import inprocess
+from reverb_agents.launch.runs.options import RunOptions
 agent, env, steps, values = json.loads(sys.argv[1])
 values = {k: tuple(v) if isinstance(v, list) else v for k, v in values.items()}
 config = configs.from_flat(registry.get(agent).config_class, values)

@@ -8,7 +8,7 @@
 (`seed`, `num_envs`, `logdir`, `eval_every_steps`, `env_kwargs` as a dict, ...)
 and any field of the agent's config (`learning_rate`, `hidden_sizes` as a tuple,
 ...). They build the run's `RunOptions` and config directly
-(`launch.command_line.resolve`, which the command line also ends in), after a
+(`launch.command_line.run_flags.resolve`, which the command line also ends in), after a
 check of each value's type; the options' and configs' own checks then refuse
 a bad value with the `ValueError` the command line would print. As on the
 command line, the agent's preset for the environment applies first
@@ -24,7 +24,7 @@ so the run makes its environments as it makes any other: an object is copied
 in this process only: `launch/evaluate.py` and `--resume` from another process
 need an id gymnasium knows there (`module:Env-v0`).
 
-`callbacks` (`launch/callbacks.py`) see the run's progress rows, evaluations and
+`callbacks` (`launch/learning/callbacks.py`) see the run's progress rows, evaluations and
 checkpoints, and stop it by returning False.
 """
 
@@ -39,13 +39,16 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Union
 import gymnasium as gym
 from absl import flags
 
-from reverb_agents.launch import command_line, environments, inprocess, rundir
-from reverb_agents.launch import setup as setup_lib
-from reverb_agents.launch.callbacks import (Callback, CallbackLike, CheckpointSaved, EarlyStopping,
-                                           EvaluationResult, RunEvents, StopTraining,
-                                           TrainingProgress)
-from reverb_agents.launch.policy import Policy, load_policy
-from reverb_agents.launch.preset_files import NO_PRESET
+from reverb_agents.launch.command_line import run_flags as command_line
+from reverb_agents.launch import environments
+from reverb_agents.launch.runners import inprocess
+from reverb_agents.launch.runs import rundir
+from reverb_agents.launch.building import setup as setup_lib
+from reverb_agents.launch.learning.callbacks import (Callback, CallbackLike, CheckpointSaved,
+                                                     EarlyStopping, EvaluationResult, RunEvents,
+                                                     StopTraining, TrainingProgress)
+from reverb_agents.launch.policies.load import Policy, load_policy
+from reverb_agents.launch.runs.preset_files import NO_PRESET
 from reverb_agents.networks import user as user_lib
 from reverb_agents.networks import user_spec
 
@@ -186,7 +189,7 @@ def train(agent: str = 'clear', env: Optional[EnvSource] = None,
     doc) and returns the summary, the run's directory and the exported policy.
 
     Raises ValueError (one line: the command line's `error:` message) for bad input,
-    `launch.rundir.TrainingError` when a run cannot go on; an exception a callback
+    `launch.runs.rundir.TrainingError` when a run cannot go on; an exception a callback
     raises (other than `StopTraining`) ends the run and propagates.
     """
     argv = ['train', f'--agent={agent}']

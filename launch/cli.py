@@ -15,7 +15,7 @@ import sys
 from typing import List, Optional
 
 COMMANDS = {  # command: (module in reverb_agents.launch, what it does)
-    'train': ('run', 'train an agent (a preset, an environment, any config field)'),
+    'train': ('command_line.train', 'train an agent (a preset, an environment, any config field)'),
     'evaluate': ('tools.evaluate', 'play episodes with an exported policy (TensorFlow only)'),
     'record': ('tools.record', "record an exported policy's episodes as demonstrations"),
     'plot': ('tools.plot', 'plot the learning curves of runs (PNG)'),
@@ -43,7 +43,7 @@ def main(argv: Optional[List[str]] = None) -> int:
               file=sys.stderr)
         return 1
     if command == 'presets':
-        from reverb_agents.launch import preset_files  # no TensorFlow
+        from reverb_agents.launch.runs import preset_files  # no TensorFlow
         print('\n'.join(preset_files.list_presets()))
         return 0
     module = f'reverb_agents.launch.{COMMANDS[command][0]}'

@@ -377,6 +377,8 @@ class ActorCriticCore(snt.RNNCore):
         `MODULE:FUNCTION` (with `torso_kwargs`, `key=value,...`) replaces the built-in
         torso (`hidden_sizes` unused); `memory` `MODULE:FUNCTION` (with
         `memory_kwargs`) takes the LSTM's place and needs `lstm_size=0`."""
+        # Long: its docstring documents each part a core is built from; the body checks and
+        # assembles them.
         super().__init__(name=name)
         if memory and lstm_size:
             raise ValueError(f'--memory={memory} takes the LSTM\'s place: leave --lstm_size at 0 '

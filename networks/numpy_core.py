@@ -518,7 +518,7 @@ class NumpyCore:
     def step(self, observation: Any, prev_action: Tuple[np.ndarray, ...],
              prev_reward: np.ndarray, first: np.ndarray, state: Any,
              task: Optional[np.ndarray] = None):
-        """Same contract as `launch.acting.make_policy_step`'s function, numpy in and out.
+        """Same contract as `launch.acting.policy.make_policy_step`'s function, numpy in and out.
 
         `observation`: the nest of `observation_spec` (`[B, ...]` leaves); `task`
         `[B]` picks each row's baseline output (None: task 0).

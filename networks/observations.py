@@ -43,7 +43,7 @@ def split_action_mask(space: gym.Space) -> Tuple[gym.Space, Optional[int]]:
 
 
 def exported_observation(space: gym.Space) -> Tuple[gym.Space, Optional[str], int]:
-    """How a SavedModel takes observations of `space` (`launch.export`): (the space of
+    """How a SavedModel takes observations of `space` (`launch.policies.export`): (the space of
     its `observation` input, that member's key in a masked `Dict` or None, the
     mask's width or 0). A masked `Dict` of one member besides the mask exports that
     member; any other space is returned as it is (the exporter refuses what it

@@ -1,6 +1,6 @@
 """How fresh and replayed sequences combine into the learner's batches: one object per
 strategy, named in the agent's `DataPlan` (`mixing`). Plain Python, no Reverb or
-TensorFlow: the wiring (`launch/data.py`) gives a strategy the means to read and it
+TensorFlow: the wiring (`launch/learning/data.py`) gives a strategy the means to read and it
 returns the stream of batches, so a new strategy needs nothing of the wiring.
 
 - `MixedBatches` (CLEAR, SAC): every batch takes `round(replay_fraction x batch)`

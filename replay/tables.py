@@ -51,6 +51,7 @@ def make_tables(signature: trajectory.Sequence,
         seeded `replay.seeded.SampleClock` sets so that sampling is uniform in an
         order the seed fixes (deterministic runs); FIFO eviction only.
     """
+    # Long: its docstring names every table and its limiter; each table is one short statement.
     if replay_eviction not in REPLAY_EVICTIONS:
         raise ValueError(f'replay_eviction must be one of {REPLAY_EVICTIONS}, got {replay_eviction!r}')
     if seeded_sampling and (priority_exponent is not None or replay_eviction != 'fifo'):

@@ -10,7 +10,7 @@ starts no TensorFlow:
 
 That first use imports TensorFlow with its native start-up lines (CUDA
 factories, oneDNN, CPU features, TF-TRT) filtered from the process's
-stderr while it loads (`launch.console.native_noise_filtered`); everything
+stderr while it loads (`launch.runs.console.native_noise_filtered`); everything
 else on stderr, then and later, passes.
 """
 
@@ -19,8 +19,8 @@ import importlib
 __version__ = '0.1.0'
 
 _API = {'train': 'reverb_agents.launch.api', 'Result': 'reverb_agents.launch.api',
-        'load_policy': 'reverb_agents.launch.policy', 'Policy': 'reverb_agents.launch.policy',
-        **{name: 'reverb_agents.launch.callbacks' for name in (
+        **{name: 'reverb_agents.launch.policies.load' for name in ('load_policy', 'Policy')},
+        **{name: 'reverb_agents.launch.learning.callbacks' for name in (
             'Callback', 'CheckpointSaved', 'EarlyStopping', 'EvaluationResult', 'StopTraining',
             'TrainingProgress')}}
 __all__ = sorted(_API)
@@ -28,7 +28,7 @@ __all__ = sorted(_API)
 
 def __getattr__(name):
     if name in _API:
-        from reverb_agents.launch import console  # imports nothing heavy
+        from reverb_agents.launch.runs import console  # imports nothing heavy
         with console.native_noise_filtered():
             module = importlib.import_module(_API[name])
         return getattr(module, name)

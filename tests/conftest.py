@@ -42,7 +42,7 @@ import numpy as np
 import pytest
 import reverb
 
-from reverb_agents.launch import role_server
+from reverb_agents.launch.runners import role_server
 from tests import forked
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -78,8 +78,8 @@ _SCRIPT_ENV = {**os.environ, 'PYTHONPATH': os.pathsep.join(
 # the rest of `launch/run.py`'s and the export CLI's modules, or TensorFlow without
 # this library for the standalone SavedModel checks.
 _PRELOADS = {
-    'library': [*role_server.PRELOAD, 'reverb_agents.launch.launcher',
-                'reverb_agents.launch.export'],
+    'library': [*role_server.PRELOAD, 'reverb_agents.launch.runners.launcher',
+                'reverb_agents.launch.policies.export'],
     'tensorflow': ['tensorflow', 'gymnasium'],
 }
 _fork_server, _close_fork_servers = forked.servers_for(_PRELOADS, _SCRIPT_ENV)
@@ -234,9 +234,9 @@ def wired_agent(tmp_path, reverb_server):
     one batch. `rate_limited=False` drops the plan's sample-to-insert ratio (SAC's),
     under which sampling beyond it would block."""
     from reverb_agents.agents import configs, registry
-    from reverb_agents.launch import setup as setup_lib
-    from reverb_agents.launch.actor import EpisodeStats
-    from reverb_agents.launch.options import RunOptions
+    from reverb_agents.launch.building import setup as setup_lib
+    from reverb_agents.launch.acting.actor import EpisodeStats
+    from reverb_agents.launch.runs.options import RunOptions
     from reverb_agents.replay.variables import VariablePublisher
     made = []
 
@@ -274,7 +274,7 @@ def library_greedy_returns(core, action_space, env_id: str, seeds: Sequence[int]
     """In-library greedy returns, one environment (`env`, else `gym.make(env_id)`), batch
     size 1, episode i on seeds[i]."""
     import tensorflow as tf
-    from reverb_agents.launch.acting import Policy
+    from reverb_agents.launch.acting.policy import Policy
     from reverb_agents.networks.observations import numpy_caster
 
     policy = Policy(core, action_space, seed=0, deterministic=True)
@@ -375,7 +375,7 @@ def compare_exported():
     """`compare_exported(logdir, saved_model, tmp_path)` -> (in-library greedy returns of
     the run's restored policy, the SavedModel's returns without the library), on
     `EXPORT_SEEDS`."""
-    from reverb_agents.launch import export
+    from reverb_agents.launch.policies import export
 
     def compare(logdir: str, saved_model: str, tmp_path):
         core, action_space, _, env_id = export.restore_core(logdir)
@@ -442,7 +442,8 @@ def run_main(capsys):
     (its own parser, default presets included), in this process."""
     from absl import flags
 
-    from reverb_agents.launch import run  # defines run.py's flags on absl's FLAGS
+    # train defines run.py's flags on absl's FLAGS
+    from reverb_agents.launch.command_line import train as run
 
     def call(args):
         flags.FLAGS.unparse_flags()

@@ -1,16 +1,20 @@
-"""The project's shape: imports point one way, agents stand alone, modules stay small.
+"""The project's shape: imports point one way, agents stand alone, `launch/` has rooms.
 
 Read from the source with `ast` (no imports run): every project module's
 imports of other project modules form a graph that must have no cycle;
 `networks` and `replay` import no `agents` or `launch`; `agents` imports no
-`launch`; no agent sub-package imports another; no `launch` module (sub-packages
-included) is longer than ~300 lines; no test edits `sys.path`.
+`launch`; no agent sub-package imports another; no test edits `sys.path`.
 
-`launch/` has three rooms: the environments (`launch/environments/`), which import
-nothing of the wiring; the tools (`launch/tools/`), which no library module
-imports, each run from a checkout through a shim at its old path
-(`launch/evaluate.py`: a docstring and `runpy`, no import of the tool); and the
-wiring, the rest.
+`launch/` is in rooms by job, each a sub-package (`launch/runs/`, `acting/`, ...)
+whose imports of other rooms point down `ROOMS`' order; the environments import
+nothing of the wiring; the tools (`launch/tools/`) may import any room and no library
+module imports them, each run from a checkout through a shim at its old path
+(`launch/evaluate.py`: a docstring and `runpy`, no import of the tool). At
+`launch/`'s top stay only the entry points (`ENTRY_POINTS`, the shims).
+
+Across the library a module does one job, which its docstring's first line says,
+and no function is longer than a screen (`SCREEN` lines) without a comment saying why
+(`# Long: ...` in it).
 """
 
 import ast
@@ -23,9 +27,15 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ('agents', 'networks', 'replay', 'launch')
 NAMESPACE = 'reverb_agents'  # what they are installed and imported under (setup.py)
 AGENT_PACKAGES = ('clear', 'acer', 'sac')
-MAX_LAUNCH_LINES = 300
 ENVIRONMENTS = 'launch.environments'
 TOOLS = 'launch.tools'
+# launch/'s rooms, lowest first: a room imports only rooms before it (and itself)
+ROOMS = (('launch.runs', 'launch.environments'), ('launch.acting',), ('launch.building',),
+         ('launch.policies',), ('launch.evaluation',), ('launch.learning',),
+         ('launch.runners',), ('launch.command_line',))
+# launch/'s top: what users type or import, above every room
+ENTRY_POINTS = ('launch', 'launch.api', 'launch.cli', 'launch.run')
+SCREEN = 60  # lines of a function, its signature and docstring included
 
 
 def _modules() -> Dict[str, str]:
@@ -73,7 +83,8 @@ GRAPH = {module: _imports(path, module) for module, path in MODULES.items()}
 
 
 def test_the_graph_covers_the_project():
-    assert {'agents.contract', 'agents.registry', 'launch.run', 'launch.setup',
+    assert {'agents.contract', 'agents.registry', 'launch.command_line.train',
+            'launch.building.setup',
             'networks.cores', 'replay.layout'} <= set(GRAPH)
 
 
@@ -126,11 +137,37 @@ def _inside(module: str, package: str) -> bool:
 
 def test_the_rooms_exist():
     rooms = {m.rsplit('.', 1)[0] for m in MODULES if _inside(m, 'launch') and m.count('.') == 2}
-    assert {ENVIRONMENTS, TOOLS} <= rooms
-    # Importing one environment module (suites, bandits) loads no sibling through it.
-    assert not GRAPH[ENVIRONMENTS]
+    assert rooms == {room for floor in ROOMS for room in floor} | {TOOLS}
+    # Importing a room (or one environment module) loads no sibling through it.
+    assert not any(GRAPH[room] for room in rooms)
     assert {f'{ENVIRONMENTS}.factory', f'{ENVIRONMENTS}.bandits', f'{TOOLS}.evaluate',
             f'{TOOLS}.plot'} <= set(MODULES)
+
+
+def _room(module: str) -> str:
+    return '.'.join(module.split('.')[:2])
+
+
+def test_launch_holds_rooms_and_entry_points_only():
+    top = sorted(m for m in MODULES if _inside(m, 'launch') and m.count('.') <= 1
+                 and not MODULES[m].endswith('__init__.py')
+                 and m not in ENTRY_POINTS and not _shim_target(MODULES[m]))
+    assert not top, f'modules at launch/\'s top that belong in a room: {top}'
+
+
+def test_rooms_import_one_way():
+    floor = {room: i for i, rooms in enumerate(ROOMS) for room in rooms}
+    wrong = {}
+    for module, targets in GRAPH.items():
+        if _room(module) not in floor:
+            continue
+        up = sorted(t for t in targets if _inside(t, 'launch') and t != 'launch'
+                    and (floor.get(_room(t), len(ROOMS)) > floor[_room(module)]
+                         or (_room(t) != _room(module)
+                             and floor.get(_room(t)) == floor[_room(module)])))
+        if up:
+            wrong[module] = up
+    assert not wrong, f'imports up or across launch/\'s rooms: {wrong}'
 
 
 def test_environments_import_nothing_of_the_wiring():
@@ -175,15 +212,30 @@ def test_every_tool_runs_from_its_checkout_path_through_a_shim():
     assert targets == {name: f'{NAMESPACE}.{TOOLS}.{name}' for name in tools}
 
 
-def test_launch_modules_stay_small():
+def test_every_module_says_its_job():
+    silent = []
+    for module, path in MODULES.items():
+        with open(path) as f:
+            doc = ast.get_docstring(ast.parse(f.read(), path))
+        if not doc or not doc.split('\n', 1)[0].strip():
+            silent.append(module)
+    assert not silent, f'modules whose docstring does not open with their job: {silent}'
+
+
+def test_functions_fit_a_screen_or_say_why():
     long = {}
     for module, path in MODULES.items():
-        if module.startswith('launch.'):
-            with open(path) as f:
-                lines = sum(1 for _ in f)
-            if lines > MAX_LAUNCH_LINES:
-                long[module] = lines
-    assert not long
+        with open(path) as f:
+            source = f.read()
+        lines = source.splitlines()
+        for node in ast.walk(ast.parse(source, path)):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                length = node.end_lineno - node.lineno + 1
+                body = lines[node.lineno - 1:node.end_lineno]
+                if length > SCREEN and not any(line.strip().startswith('# Long: ')
+                                               for line in body):
+                    long[f'{module}.{node.name}'] = length
+    assert not long, f'functions longer than {SCREEN} lines without a "# Long: why": {long}'
 
 
 def test_no_test_edits_sys_path():

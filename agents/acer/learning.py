@@ -202,6 +202,8 @@ class ACERLearner(LearnerBase):
 
     def _continuous_terms(self, out: AgentOutput, average_stats_t, steps, r_t, discount_t,
                           mask_t, loss_mask_t):
+        # Long: ACER's continuous terms (Retrace with Q-opc, truncation with bias correction, trust
+        # region) share their tensors.
         config = self.config
         space = self._actions
         action_t = steps.action[0][:-1]  # [T, B, d]

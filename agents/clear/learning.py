@@ -21,7 +21,7 @@ with respect to every trainable variable of the core, as the seed's loss does
 (`tf.trainable_variables()`): the torso and LSTM move, and the policy with them.
 The phase follows `num_steps`, which the checkpoint holds, so a resumed run
 continues in the right one; `phase()` tells the wiring, which compiles one step
-per phase (`launch.data.make_learn`).
+per phase (`launch.learning.data.make_learn`).
 
 Value normalisation (`value_normalization='popart'`, `networks.popart`): the
 baseline head (and each intrinsic component's value) is learned in normalised
@@ -213,6 +213,8 @@ class CLEARLearner(LearnerBase):
 
     @tf.function(autograph=False)  # no tensor-dependent Python control flow; tracing is ~3x faster
     def _learn_step(self, batch: Batch) -> Dict[str, tf.Tensor]:
+        # Long: one traced step read top to bottom: unroll, targets, V-trace, the three losses,
+        # extras, apply.
         config = self.config
         steps = batch.sequence.steps  # [T + 1, B, ...]
         inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first,

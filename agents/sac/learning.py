@@ -119,6 +119,8 @@ class SACLearner(LearnerBase):
     and the temperatures (`SoftQPolicyHead`) and there is no actor optimiser."""
 
     def __init__(self, core: ActorCriticCore, action_space: ActionSpace, config: SACConfig):
+        # Long: SAC owns more parts than any learner: actor, critics and targets, temperatures,
+        # three optimisers, signals.
         super().__init__(config, name='sac_learner')
         if not action_space.squash:
             raise ValueError('SAC needs a squashed action space (ActionSpace(space, squash=True))')
@@ -390,6 +392,8 @@ class SACLearner(LearnerBase):
         signals' rewards of steps 0..T + n - 2, components after the environment's,
         each discounted by its own gamma.
         """
+        # Long: its docstring defines the soft targets of every action kind and reward shape it
+        # builds.
         config = self.config
         T, n = config.unroll_length, config.n_step
         observation = tf.nest.map_structure(lambda x: x[1:], steps.observation)
@@ -447,110 +451,62 @@ class SACLearner(LearnerBase):
             lambda gradients, variables: self.clip_and_apply(gradients, variables,
                                                              self.actor_optimizer))
 
-    @tf.function(autograph=False)
-    def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
-        """One update from `[burn_in + T + n, B]` sequences. Returns scalar metrics."""
-        config = self.config
-        K, T = config.burn_in, config.unroll_length
-        all_steps = batch.sequence.steps
-        core_state = batch.sequence.core_state
-        if K:  # warm the stored state up on the burn-in prefix, without gradient
+    def _burn_in(self, batch: Batch):
+        """The `[T + n, B]` steps after the burn-in prefix, and the core state warmed up
+        on that prefix without gradient (the stored state when `burn_in` is 0)."""
+        K = self.config.burn_in
+        all_steps, core_state = batch.sequence.steps, batch.sequence.core_state
+        if K:
             burn = tf.nest.map_structure(lambda x: x[:K], all_steps)
             _, core_state = self.core.unroll(
                 CoreInputs(burn.observation, burn.prev_action, burn.prev_reward, burn.first),
                 core_state)
             core_state = tf.nest.map_structure(tf.stop_gradient, core_state)
-        steps = tf.nest.map_structure(lambda x: x[K:], all_steps)  # [T + n, B]
-        learned = tf.nest.map_structure(lambda x: merge_time(x[:T]), steps)  # [T * B] rows
-        # [T * B]: 0 where the row's observation is an episode's final one (a placeholder).
-        mask = 1.0 - tf.cast(merge_time(steps.first[1:T + 1]), tf.float32)
-        valid_rows = tf.maximum(tf.reduce_sum(mask), 1.0)
-        weights = self.importance_weights(batch)  # [B]: 1 unless replay is prioritized
-        if config.normalize:  # statistics first, as ML-Agents updates before its update
-            self.core.update_normalizer(learned.observation)
-        alphas = tf.exp(self.log_alpha)
-        alpha_list = tf.unstack(alphas, num=self.log_alpha.shape[0])
-        inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first)
-        signal_rewards, signal_metrics = None, {}
-        if config.signals.intrinsic:  # steps 0..T + n - 2, real where the next is no `first`
-            signal_rewards, signal_metrics = self.signals.rewards_and_train(
-                steps.observation, steps.action, trajectory.valid_mask(steps.first),
-                self.num_steps)
-        # The critics see what the actor's torso sees.
-        critic_observation = self._critic_observation(learned.observation)
+        return tf.nest.map_structure(lambda x: x[K:], all_steps), core_state
 
-        learn_memory = self.core.recurrent and config.memory_learns_from_critics
-        # The critic tape holds the actor's unroll too, so the critics' TD loss can
-        # reach the LSTM through the memory they see (`memory_learns_from_critics`).
-        with tf.GradientTape() as critic_tape:
-            with tf.GradientTape() as actor_tape:
-                params, memory_live, next_params, next_memory = self._actor_outputs(inputs,
-                                                                                    core_state)
-                # [T, B] and [T * B]
-                params_t, params = params, tuple(merge_time(p) for p in params)
-                memory_live = None if memory_live is None else merge_time(memory_live)
-                # The actor loss sees the memory as a constant input of Q.
-                memory = None if memory_live is None else tf.stop_gradient(memory_live)
-                action, log_prob, branch_log_probs = self._policy(params)
+    def _actor_and_alpha_losses(self, params, critic_observation, memory, entropy_observation,
+                                alpha_list: List[tf.Tensor], mask: tf.Tensor,
+                                valid_rows: tf.Tensor):
+        """The actor's loss rows `[T * B]` and mean, the temperatures' loss and the
+        entropies per temperature group (call inside the actor's tape)."""
+        config = self.config
+        action, log_prob, branch_log_probs = self._policy(params)
+        critic_action = action
+        if config.dqda_clipping:
+            # Per-row dQ/da clipped at dqda_clipping (the loss is a mean over the
+            # valid rows, so a row's gradient carries 1 / valid_rows).
+            critic_action = losses.clip_gradient(action, config.dqda_clipping / valid_rows)
+        q_policy = self._weighted(
+            self._replica_min(self.critics(critic_observation, critic_action, memory)))
+        alpha_c, alpha_d = self._split_alphas(alpha_list)
+        actor_rows = 0.0
+        if self._discrete:
+            actor_rows = losses.discrete_actor_loss(self._branches(q_policy),
+                                                    branch_log_probs, alpha_d)
+        if self._continuous:
+            # Mixed actions: Q already entered through the discrete expectation.
+            q_c = 0.0 if self._discrete else q_policy[:, 0]
+            actor_rows += losses.continuous_actor_loss(q_c, log_prob, alpha_c)
+        # Placeholder rows hold a final observation the policy never acts at.
+        actor_loss = losses.masked_mean(actor_rows, mask)
+        entropies = self._entropies(log_prob, branch_log_probs)
+        alpha_loss = tf.add_n([
+            losses.temperature_loss(self.log_alpha[g], h, target, mask)
+            for g, (h, target) in enumerate(
+                zip(entropies, self._target_entropies(entropy_observation)))])
+        return actor_rows, actor_loss, alpha_loss, entropies
 
-                critic_action = action
-                if config.dqda_clipping:
-                    # Per-row dQ/da clipped at dqda_clipping (the loss is a mean over the
-                    # valid rows, so a row's gradient carries 1 / valid_rows).
-                    critic_action = losses.clip_gradient(
-                        action, config.dqda_clipping / valid_rows)
-                q_policy = self._weighted(
-                    self._replica_min(self.critics(critic_observation, critic_action, memory)))
-                alpha_c, alpha_d = self._split_alphas(alpha_list)
-                actor_rows = 0.0
-                if self._discrete:
-                    actor_rows = losses.discrete_actor_loss(self._branches(q_policy),
-                                                            branch_log_probs, alpha_d)
-                if self._continuous:
-                    # Mixed actions: Q already entered through the discrete expectation.
-                    q_c = 0.0 if self._discrete else q_policy[:, 0]
-                    actor_rows += losses.continuous_actor_loss(q_c, log_prob, alpha_c)
-                # Placeholder rows hold a final observation the policy never acts at.
-                actor_loss = losses.masked_mean(actor_rows, mask)
-
-                entropies = self._entropies(log_prob, branch_log_probs)
-                alpha_losses = [
-                    losses.temperature_loss(self.log_alpha[g], h, target, mask)
-                    for g, (h, target) in enumerate(
-                        zip(entropies, self._target_entropies(learned.observation)))]
-                alpha_loss = tf.add_n(alpha_losses)
-                # One backward pass for both: the actor loss sees alpha as a constant and
-                # the temperature loss sees the entropy as one.
-                actor_and_alpha_loss = actor_loss + alpha_loss
-                if self.extras.active:  # weighing each learned step as the actor loss does
-                    mask_t = tf.reshape(mask, [T, -1])
-                    actor_and_alpha_loss, extra_metrics = self.extras.added_to(
-                        actor_and_alpha_loss, steps, T, params_t,
-                        mask_t / tf.maximum(tf.reduce_sum(mask), 1.0), mask_t, self.num_steps)
-                    signal_metrics.update(extra_metrics)
-
-            with critic_tape.stop_recording():  # constants for the critic loss
-                targets = tf.reshape(
-                    self.critic_targets(steps, alpha_list, next_params, next_memory,
-                                        signal_rewards),
-                    [-1, self._reward_size])  # [T * B, k]
-            q = self.critics(critic_observation, self._continuous_part(learned.action),
-                             memory_live if learn_memory else memory)
-            q_taken = self._q_taken(self._components(q), learned.action)  # [k, R, T * B]
-            q_taken = tf.transpose(q_taken, [1, 2, 0])  # [R, T * B, k]
-            # The importance weights of prioritized replay scale the critics' TD loss.
-            critic_losses = losses.critic_loss(q_taken, targets, mask,
-                                               tf.tile(weights, [T]))  # [R]
-            critic_loss = tf.reduce_sum(critic_losses)
-
+    def _apply_updates(self, actor_tape, critic_tape, actor_and_alpha_loss, alpha_loss,
+                       critic_loss, learn_memory: bool, batch: Batch) -> tf.Tensor:
+        """Applies the actor's, the temperatures' and the critics' gradients and moves
+        the target critics; returns the critics' gradient norm."""
+        config = self.config
         critic_variables = self.critics.trainable_variables
         if self._critic_policy:
             # No actor: the core's trainable variables are the critics and the
-            # temperatures, which only the critic and temperature losses train. The
-            # actor loss is not a loss here (its value is the value estimate).
+            # temperatures, which only the critic and temperature losses train.
             alpha_gradient = actor_tape.gradient(alpha_loss, self.log_alpha)
             critic_gradients = critic_tape.gradient(critic_loss, critic_variables)
-            actor_loss = tf.zeros([])
         else:
             actor_variables = self.core.trainable_variables
             *actor_gradients, alpha_gradient = actor_tape.gradient(
@@ -566,13 +522,95 @@ class SACLearner(LearnerBase):
         if config.max_log_alpha is not None:
             self.log_alpha.assign(tf.minimum(self.log_alpha, config.max_log_alpha))
         grad_norm = self._apply(critic_gradients, critic_variables, batch.replayed,
-                                tf.constant(T))
+                                tf.constant(config.unroll_length))
         # tau on update steps, 0 otherwise: no branch in the graph.
         update = tf.cast(self.num_steps % config.target_update_period == 0, tf.float32)
         losses.soft_update(self.target_critics.variables, self.critics.variables,
                            update * config.target_update_tau)
+        return grad_norm
 
-        # Means over valid rows (and over replicas and reward components).
+    def _critic_losses(self, critic_observation, action, memory, targets: tf.Tensor,
+                       mask: tf.Tensor, weights: tf.Tensor):
+        """Q of the taken actions `[R, T * B, k]` and each replica's TD loss `[R]` against
+        `targets` `[T * B, k]`, the rows weighted by prioritized replay's `weights` `[B]`."""
+        q = self.critics(critic_observation, self._continuous_part(action), memory)
+        q_taken = self._q_taken(self._components(q), action)  # [k, R, T * B]
+        q_taken = tf.transpose(q_taken, [1, 2, 0])  # [R, T * B, k]
+        return q_taken, losses.critic_loss(q_taken, targets, mask,
+                                           tf.tile(weights, [self.config.unroll_length]))
+
+    @tf.function(autograph=False)
+    def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
+        """One update from `[burn_in + T + n, B]` sequences. Returns scalar metrics."""
+        # Long: the two nested tapes must hold the actor's unroll and both losses in one scope.
+        config = self.config
+        T = config.unroll_length
+        steps, core_state = self._burn_in(batch)  # [T + n, B]
+        learned = tf.nest.map_structure(lambda x: merge_time(x[:T]), steps)  # [T * B] rows
+        # [T * B]: 0 where the row's observation is an episode's final one (a placeholder).
+        mask = 1.0 - tf.cast(merge_time(steps.first[1:T + 1]), tf.float32)
+        valid_rows = tf.maximum(tf.reduce_sum(mask), 1.0)
+        weights = self.importance_weights(batch)  # [B]: 1 unless replay is prioritized
+        if config.normalize:  # statistics first, as ML-Agents updates before its update
+            self.core.update_normalizer(learned.observation)
+        alpha_list = tf.unstack(tf.exp(self.log_alpha), num=self.log_alpha.shape[0])
+        inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first)
+        signal_rewards, signal_metrics = None, {}
+        if config.signals.intrinsic:  # steps 0..T + n - 2, real where the next is no `first`
+            signal_rewards, signal_metrics = self.signals.rewards_and_train(
+                steps.observation, steps.action, trajectory.valid_mask(steps.first),
+                self.num_steps)
+        # The critics see what the actor's torso sees.
+        critic_observation = self._critic_observation(learned.observation)
+
+        learn_memory = self.core.recurrent and config.memory_learns_from_critics
+        # The critic tape holds the actor's unroll too, so the critics' TD loss can
+        # reach the LSTM through the memory they see (`memory_learns_from_critics`).
+        with tf.GradientTape() as critic_tape:
+            with tf.GradientTape() as actor_tape:
+                params_t, memory_live, next_params, next_memory = self._actor_outputs(
+                    inputs, core_state)  # [T, B]
+                memory_live = None if memory_live is None else merge_time(memory_live)
+                # The actor loss sees the memory as a constant input of Q.
+                memory = None if memory_live is None else tf.stop_gradient(memory_live)
+                actor_rows, actor_loss, alpha_loss, entropies = self._actor_and_alpha_losses(
+                    tuple(merge_time(p) for p in params_t), critic_observation, memory,
+                    learned.observation, alpha_list, mask, valid_rows)
+                # One backward pass for both: the actor loss sees alpha as a constant and
+                # the temperature loss sees the entropy as one.
+                actor_and_alpha_loss = actor_loss + alpha_loss
+                if self.extras.active:  # weighing each learned step as the actor loss does
+                    mask_t = tf.reshape(mask, [T, -1])
+                    actor_and_alpha_loss, extra_metrics = self.extras.added_to(
+                        actor_and_alpha_loss, steps, T, params_t, mask_t / valid_rows, mask_t,
+                        self.num_steps)
+                    signal_metrics.update(extra_metrics)
+
+            with critic_tape.stop_recording():  # constants for the critic loss
+                targets = tf.reshape(
+                    self.critic_targets(steps, alpha_list, next_params, next_memory,
+                                        signal_rewards),
+                    [-1, self._reward_size])  # [T * B, k]
+            q_taken, critic_losses = self._critic_losses(
+                critic_observation, learned.action, memory_live if learn_memory else memory,
+                targets, mask, weights)
+            critic_loss = tf.reduce_sum(critic_losses)
+
+        grad_norm = self._apply_updates(actor_tape, critic_tape, actor_and_alpha_loss,
+                                        alpha_loss, critic_loss, learn_memory, batch)
+        if self._critic_policy:  # the actor loss is no loss here: its value is the estimate
+            actor_loss = tf.zeros([])
+        metrics = self._step_metrics(actor_loss, alpha_loss, grad_norm, critic_losses,
+                                     q_taken, targets, actor_rows, entropies, alpha_list, mask)
+        metrics.update(signal_metrics)
+        metrics.update(self.priority_outputs(
+            batch, weights, tf.reshape(losses.abs_td_errors(q_taken, targets), [T, -1]),
+            tf.reshape(mask, [T, -1])))
+        return metrics
+
+    def _step_metrics(self, actor_loss, alpha_loss, grad_norm, critic_losses, q_taken, targets,
+                      actor_rows, entropies, alpha_list, mask) -> Dict[str, tf.Tensor]:
+        """The step's scalars: means over valid rows (and replicas and reward components)."""
         metrics = {
             'losses/actor': actor_loss,
             'losses/alpha': alpha_loss,
@@ -589,13 +627,9 @@ class SACLearner(LearnerBase):
             'policy/actor_learning_rate': tf.identity(self.actor_learning_rate),
             'policy/alpha_learning_rate': tf.identity(self.alpha_learning_rate),
         }
-        for r in range(config.num_critic_replicas):
+        for r in range(self.config.num_critic_replicas):
             metrics[f'losses/critic_{r}'] = critic_losses[r]
         for g, name in enumerate(temperature_groups(self._actions)):
             metrics[f'policy/alpha_{name}'] = alpha_list[g]
             metrics[f'policy/entropy_{name}'] = losses.masked_mean(entropies[g], mask)
-        metrics.update(signal_metrics)
-        metrics.update(self.priority_outputs(
-            batch, weights, tf.reshape(losses.abs_td_errors(q_taken, targets), [T, -1]),
-            tf.reshape(mask, [T, -1])))
         return metrics

@@ -233,7 +233,7 @@ def main(argv):
     from absl import flags
     FLAGS = flags.FLAGS
     try:
-        from reverb_agents.launch.options import parse_env_kwargs
+        from reverb_agents.launch.runs.options import parse_env_kwargs
         if FLAGS.episodes < 1:
             raise ValueError(f'--episodes must be >= 1, got {FLAGS.episodes}')
         env_kwargs = parse_env_kwargs(FLAGS.env_kwargs)
@@ -255,6 +255,6 @@ if __name__ == '__main__':
     flags.DEFINE_string('env_kwargs', '', 'bandit keywords, key=value,... (difficulty, '
                         'horizon, volatility)')
     flags.DEFINE_integer('seed', 0, 'seed of the tasks and reward draws')
-    from reverb_agents.launch import help as help_lib  # no TensorFlow
+    from reverb_agents.launch.command_line import help as help_lib  # no TensorFlow
     app.run(main, flags_parser=help_lib.script_parser(
         flags.FLAGS, __doc__, 'episodes', '--env=ID [--episodes=N] [--FLAG=VALUE ...]'))

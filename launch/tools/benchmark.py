@@ -12,7 +12,7 @@ reported, all runs listed):
   sequences into a real Reverb server), no learner;
 - `learner_steps_per_s`, `learner_samples_per_s`: learner steps on mixed
   batches drawn from Reverb (tables filled by the actor first, no rate
-  limiter), read the way a run reads them (`launch/data.py`);
+  limiter), read the way a run reads them (`launch/learning/data.py`);
   `learner_samples_per_s` counts transitions, the data plan's
   `transitions_per_batch` per learner step (sequences x learned steps: SAC's
   `batch_size`, CLEAR's and ACER's `batch_size * unroll_length`);
@@ -47,7 +47,7 @@ import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from reverb_agents.launch import console  # noqa: E402  (imports nothing heavy)
+from reverb_agents.launch.runs import console  # noqa: E402  (imports nothing heavy)
 
 if __name__ == '__main__' and not console.verbose_requested(sys.argv):
     console.quiet_native_output()  # before TensorFlow prints its CUDA start-up lines
@@ -58,13 +58,15 @@ import tensorflow as tf  # noqa: E402
 from absl import app, flags  # noqa: E402
 
 from reverb_agents.agents import registry  # noqa: E402
-from reverb_agents.launch import config_flags, data, inprocess  # noqa: E402
-from reverb_agents.launch import help as help_lib  # noqa: E402
+from reverb_agents.launch.command_line import config_flags  # noqa: E402
+from reverb_agents.launch.learning import data  # noqa: E402
+from reverb_agents.launch.runners import inprocess  # noqa: E402
+from reverb_agents.launch.command_line import help as help_lib  # noqa: E402
 from reverb_agents.launch.environments import factory  # noqa: E402
 from reverb_agents.launch.environments.action_repeat import FRAMES  # noqa: E402
-from reverb_agents.launch import setup as setup_lib  # noqa: E402
-from reverb_agents.launch.actor import Actor  # noqa: E402
-from reverb_agents.launch.options import TORSO_PRECISIONS, VECTOR_ENVS, RunOptions  # noqa: E402
+from reverb_agents.launch.building import setup as setup_lib  # noqa: E402
+from reverb_agents.launch.acting.actor import Actor  # noqa: E402
+from reverb_agents.launch.runs.options import (TORSO_PRECISIONS, VECTOR_ENVS, RunOptions)  # noqa: E402
 from reverb_agents.replay import tables as tables_lib  # noqa: E402
 from reverb_agents.replay.priorities import PriorityUpdater  # noqa: E402
 

@@ -20,7 +20,7 @@ import tempfile
 
 from absl import app, flags
 
-from reverb_agents.launch import help as help_lib  # no TensorFlow
+from reverb_agents.launch.command_line import help as help_lib  # no TensorFlow
 
 LAUNCH = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # holds run.py, presets/
 flags.DEFINE_list('num_actors', ['1', '2', '4'], 'actor counts to measure')

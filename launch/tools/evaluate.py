@@ -7,10 +7,10 @@ JSON. The model records its environment's id and the run's `--env_kwargs`
 and the environment is made with them; `--env_kwargs` replaces them. With
 `--eval_epsilon` (ALF's epsilon-greedy evaluation) each step samples its
 action from the policy with probability E instead of taking the greedy one. Of this
-library it needs `launch/policy.py` and `launch/environments/suites.py` (the MinAtar
+library it needs `launch/policies/load.py` and `launch/environments/suites.py` (the MinAtar
 and Atari wrappers) alone (TensorFlow, gymnasium, numpy), so it is also an example of
 serving the SavedModel elsewhere. TensorFlow's start-up lines are filtered as
-`launch/run.py` filters them (`launch/console.py`) unless `--verbose`.
+`launch/run.py` filters them (`launch/runs/console.py`) unless `--verbose`.
 Bad input (not a SavedModel, an environment whose spaces do not match the
 model's specs) ends with one `error:` line and exit status 1. On a bandit
 (`Bandit-*-v0`, `launch/environments/bandits.py`) it also prints the regret per
@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Optional, Tuple
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 
-from reverb_agents.launch import console  # noqa: E402  (imports nothing heavy)
+from reverb_agents.launch.runs import console  # noqa: E402  (imports nothing heavy)
 
 if __name__ == '__main__' and not console.verbose_requested(sys.argv):
     console.quiet_native_output()  # before TensorFlow prints its CUDA start-up lines
@@ -33,14 +33,14 @@ import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from reverb_agents.launch import help as help_lib  # noqa: E402  (no TensorFlow)
+from reverb_agents.launch.command_line import help as help_lib  # noqa: E402  (no TensorFlow)
 from reverb_agents.launch.environments import suites  # noqa: E402  (gymnasium, numpy)
 from reverb_agents.launch.environments.bandits import IDS as BANDITS  # noqa: E402  (registers them)
 
 if TYPE_CHECKING:  # TensorFlow is imported in `main`, after flags and --help
-    from reverb_agents.launch.policy import Policy
+    from reverb_agents.launch.policies.load import Policy
 
-flags.DEFINE_string('saved_model', None, 'directory written by launch/export.py')
+flags.DEFINE_string('saved_model', None, 'directory written by launch/policies/export.py')
 flags.DEFINE_string('env', None, f'gymnasium id (default: the one recorded in the model); '
                     f'the bandits {sorted(BANDITS)} report regret too')
 flags.DEFINE_string('env_kwargs', '', 'keyword arguments for gymnasium.make, key=value,... as '
@@ -61,7 +61,7 @@ FLAGS = flags.FLAGS
 
 class EvaluationError(ValueError):
     """A bad flag or an environment that cannot be made (the policy's own checks raise
-    `launch.policy.PolicyError`): one `error:` line."""
+    `launch.policies.load.PolicyError`): one `error:` line."""
 
 
 def run_episodes(policy: 'Policy', env: gym.Env, episodes: int, seed: int,
@@ -80,11 +80,11 @@ def run_episodes(policy: 'Policy', env: gym.Env, episodes: int, seed: int,
 
 def main(argv):
     del argv
-    from reverb_agents.launch.policy import Policy, PolicyError
+    from reverb_agents.launch.policies.load import Policy, PolicyError
     try:
         if not 0.0 <= FLAGS.eval_epsilon <= 1.0:
             raise EvaluationError(f'--eval_epsilon must be in [0, 1], got {FLAGS.eval_epsilon}')
-        from reverb_agents.launch.options import parse_env_kwargs
+        from reverb_agents.launch.runs.options import parse_env_kwargs
         try:
             given = parse_env_kwargs(FLAGS.env_kwargs)
         except ValueError as e:

@@ -8,7 +8,7 @@ without replay); `--group_by=FLAG` by the value of any config field or
 run option (`--group_by=replay_fraction`). Runs are averaged over the env
 steps all of them reached (each interpolated onto one grid).
 
-`--continual`: one panel per task of a task sequence (`launch/continual.py`),
+`--continual`: one panel per task of a task sequence (`launch/evaluation/continual.py`),
 the greedy evaluation return against env steps, one line (mean, with a band
 of one standard deviation over the evaluation episodes) per logdir, and the
 env-step ranges in which each panel's task was trained shaded. The legend
@@ -25,9 +25,9 @@ from typing import Any, Dict, List, Sequence
 
 from absl import app, flags
 
-from reverb_agents.launch import help as help_lib  # no TensorFlow
-from reverb_agents.launch.options import RunOptions  # no TensorFlow either
-from reverb_agents.launch.run_files import flat_config, read_continual, read_progress
+from reverb_agents.launch.command_line import help as help_lib  # no TensorFlow
+from reverb_agents.launch.runs.options import RunOptions  # no TensorFlow either
+from reverb_agents.launch.runs.run_files import flat_config, read_continual, read_progress
 
 flags.DEFINE_multi_string('continual', None, 'task-sequence logdirs to plot (repeat the flag '
                           'or list them after it)')
@@ -39,7 +39,7 @@ flags.DEFINE_string('group_by', 'agent', 'learning curves: one line per agent, o
 FLAGS = flags.FLAGS
 
 
-# The files a run writes, read here without their writers (`launch/metrics.py`,
+# The files a run writes, read here without their writers (`launch/runs/metrics.py`,
 # `rundir.py`, `continual.py`), which import TensorFlow: plotting reads CSV and JSON only.
 PROGRESS_CSV = 'progress.csv'
 CONTINUAL_CSV = 'continual.csv'

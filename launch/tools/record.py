@@ -24,13 +24,13 @@ import gymnasium as gym  # noqa: E402
 import numpy as np  # noqa: E402
 from absl import app, flags  # noqa: E402
 
-from reverb_agents.launch import help as help_lib  # noqa: E402  (no TensorFlow)
+from reverb_agents.launch.command_line import help as help_lib  # noqa: E402  (no TensorFlow)
 from reverb_agents.replay import demos as demos_lib  # noqa: E402  (numpy and gymnasium only)
 
 if TYPE_CHECKING:  # TensorFlow is imported in `main`, after the checks that need none
-    from reverb_agents.launch.policy import Policy
+    from reverb_agents.launch.policies.load import Policy
 
-flags.DEFINE_string('saved_model', None, 'directory written by launch/export.py')
+flags.DEFINE_string('saved_model', None, 'directory written by launch/policies/export.py')
 flags.DEFINE_string('env', None, 'gymnasium id (default: the one recorded in the model)')
 flags.DEFINE_string('env_kwargs', '', 'keyword arguments for gymnasium.make, key=value,... '
                     '(default: those the model recorded, for its own environment)')
@@ -86,11 +86,11 @@ def main(argv):
         if os.path.exists(FLAGS.output):
             raise ValueError(f'{FLAGS.output}: the file exists; demonstrations are never '
                              f'overwritten')
-        from reverb_agents.launch import console
+        from reverb_agents.launch.runs import console
         console.quiet_native_output()  # TensorFlow's start-up lines, before it loads
-        from reverb_agents.launch.options import parse_env_kwargs
+        from reverb_agents.launch.runs.options import parse_env_kwargs
         from reverb_agents.launch.environments.factory import env_reward_size, make_env
-        from reverb_agents.launch.policy import load_policy
+        from reverb_agents.launch.policies.load import load_policy
         given = parse_env_kwargs(FLAGS.env_kwargs)
         policy = load_policy(FLAGS.saved_model)
         env_id, env_kwargs = policy.environment(FLAGS.env, given)

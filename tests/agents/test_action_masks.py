@@ -18,7 +18,7 @@ import tensorflow as tf
 from reverb_agents.agents.acer import losses as acer_losses
 from reverb_agents.agents.clear import losses as clear_losses
 from reverb_agents.agents.sac import losses as sac_losses
-from reverb_agents.launch import data
+from reverb_agents.launch.learning import data
 from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.observations import ACTION_MASK
 from tests import envs

@@ -16,8 +16,9 @@ import pytest
 import tensorflow as tf
 
 from reverb_agents.agents import configs, contract, registry
-from reverb_agents.launch import data, export
-from reverb_agents.launch import setup as setup_lib
+from reverb_agents.launch.learning import data
+from reverb_agents.launch.policies import export
+from reverb_agents.launch.building import setup as setup_lib
 from reverb_agents.networks.cores import CoreInputs
 from reverb_agents.networks.distributions import ActionSpace
 

@@ -13,9 +13,10 @@ import pytest
 import tensorflow as tf
 
 from reverb_agents.agents import configs, prior, registry
-from reverb_agents.launch import data, export
-from reverb_agents.launch import setup as setup_lib
-from reverb_agents.launch.options import RunOptions
+from reverb_agents.launch.learning import data
+from reverb_agents.launch.policies import export
+from reverb_agents.launch.building import setup as setup_lib
+from reverb_agents.launch.runs.options import RunOptions
 from reverb_agents.networks.distributions import ActionSpace
 
 # SAC's discrete leaves are categorical as CLEAR's: the hand computation covers their KL.

@@ -11,9 +11,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from reverb_agents.launch import api, export
-from reverb_agents.launch.callbacks import StopTraining
-from reverb_agents.launch.policy import PolicyError
+from reverb_agents.launch import api
+from reverb_agents.launch.policies import export
+from reverb_agents.launch.learning.callbacks import StopTraining
+from reverb_agents.launch.policies.load import PolicyError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DOC = os.path.join(ROOT, 'docs', 'python-api.md')

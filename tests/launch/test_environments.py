@@ -4,9 +4,11 @@ import pytest
 
 from reverb_agents.agents import configs
 from reverb_agents.agents.clear.config import CLEARConfig
-from reverb_agents.launch import command_line, environments, inprocess
+from reverb_agents.launch.command_line import run_flags as command_line
+from reverb_agents.launch import environments
+from reverb_agents.launch.runners import inprocess
 from reverb_agents.launch.environments import factory
-from reverb_agents.launch.options import RunOptions
+from reverb_agents.launch.runs.options import RunOptions
 
 
 def test_env_kwargs_are_typed_from_their_literals():

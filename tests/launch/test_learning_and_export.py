@@ -12,9 +12,9 @@ import pytest
 from reverb_agents.agents import configs
 from reverb_agents.agents.acer.config import ACERConfig
 from reverb_agents.agents.clear.config import CLEARConfig
-from reverb_agents.launch import inprocess
-from reverb_agents.launch.options import RunOptions
-from reverb_agents.launch.policy import Policy, PolicyError
+from reverb_agents.launch.runners import inprocess
+from reverb_agents.launch.runs.options import RunOptions
+from reverb_agents.launch.policies.load import Policy, PolicyError
 
 
 # Budgets and reward transforms of launch/presets/clear_cartpole.flags and
@@ -23,7 +23,7 @@ from reverb_agents.launch.policy import Policy, PolicyError
 # greedy check at 475). ACER, the slower learner per env step, must reach it within
 # half its preset's budget (acer_cartpole_475's claim); CLEAR may instead run its whole
 # budget, as clear_cartpole's claim is its final evaluation. (A run that ends at its
-# budget overshoots it by at most a round: tests/launch/test_run.py.)
+# budget overshoots it by at most a round: tests/launch/command_line/test_train.py.)
 # agent: (config, budget, target, whether the target must be reached within the budget)
 BUDGETS = {'clear': (CLEARConfig(reward_scaling=0.1), 300_000, 475.0, False),
            'acer': (ACERConfig(reward_clipping='abs_one', reward_scaling=0.1), 150_000, 475.0,

@@ -8,8 +8,8 @@ import tensorflow as tf
 
 from reverb_agents.agents import configs
 from reverb_agents.agents.clear.config import CLEARConfig
-from reverb_agents.launch import inprocess
-from reverb_agents.launch.options import RunOptions
+from reverb_agents.launch.runners import inprocess
+from reverb_agents.launch.runs.options import RunOptions
 from reverb_agents.networks import torsos
 
 # The network and optimiser of launch/presets/clear_minatarbreakout.flags, with batches

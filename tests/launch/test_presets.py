@@ -9,7 +9,7 @@ import pytest
 from absl import flags
 
 from reverb_agents.agents import registry
-from reverb_agents.launch import inprocess
+from reverb_agents.launch.runners import inprocess
 
 PRESETS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), 'launch', 'presets')
@@ -34,7 +34,8 @@ def preset_lines(name):
 def resolve_preset(name, tmp_path, *overrides):
     """The preset's (options, config) as `launch/run.py` resolves them, flags after it
     overriding it."""
-    from reverb_agents.launch import run  # defines run.py's flags on absl's FLAGS
+    # train defines run.py's flags on absl's FLAGS
+    from reverb_agents.launch.command_line import train as run
     lines = preset_lines(name)
     assert all(line.startswith('--') for line in lines), lines
     assert not any(line.startswith('--logdir') for line in lines), 'presets leave --logdir'

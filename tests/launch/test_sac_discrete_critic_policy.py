@@ -11,8 +11,8 @@ import pytest
 import tensorflow as tf
 
 from reverb_agents.agents.sac.config import SACConfig
-from reverb_agents.launch import inprocess
-from reverb_agents.launch.options import RunOptions
+from reverb_agents.launch.runners import inprocess
+from reverb_agents.launch.runs.options import RunOptions
 
 # Small enough for about 40 s on 2 CPU cores (20-25 s of training); CartPole's
 # random policy earns about 22. The full run is launch/presets/sac_cartpole_critic_policy.flags.

@@ -11,8 +11,8 @@ import tensorflow as tf
 
 from reverb_agents.agents import configs, registry
 from reverb_agents.agents.sac.config import SACConfig
-from reverb_agents.launch import inprocess
-from reverb_agents.launch.options import RunOptions
+from reverb_agents.launch.runners import inprocess
+from reverb_agents.launch.runs.options import RunOptions
 
 # SAC's run defaults (8 envs, 10 evaluation episodes) with 64x64 networks, 3-step
 # targets and one update of 256 transitions per two env steps (the transitions of one
@@ -115,4 +115,4 @@ def test_mixed_actions_learn_far_above_random(tmp_path):
     config = SACConfig(hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64), batch_size=128)
     summary = inprocess.train(options, config)
     assert summary['eval_return_mean'] >= random_return + 0.4, summary
-    assert summary['saved_model']  # one output per action component (launch/signatures.py)
+    assert summary['saved_model']  # one output per action component (launch/policies/signatures.py)

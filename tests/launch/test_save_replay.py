@@ -11,9 +11,11 @@ import reverb
 import tensorflow as tf
 
 from reverb_agents.agents import configs, registry
-from reverb_agents.launch import data, inprocess, rundir
-from reverb_agents.launch import setup as setup_lib
-from reverb_agents.launch.options import RunOptions
+from reverb_agents.launch.learning import data
+from reverb_agents.launch.runners import inprocess
+from reverb_agents.launch.runs import rundir
+from reverb_agents.launch.building import setup as setup_lib
+from reverb_agents.launch.runs.options import RunOptions
 from reverb_agents.replay import tables as tables_lib
 
 SMALL_SAC = dict(hidden_sizes=(8,), critic_hidden_sizes=(8,), batch_size=8, learning_starts=16)

@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from reverb_agents.launch import rundir
+from reverb_agents.launch.runs import rundir
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES = os.path.join(ROOT, 'network_examples', 'my_networks.py')

@@ -12,11 +12,12 @@ import reverb
 
 from reverb_agents.agents.clear.config import CLEARConfig
 from reverb_agents.agents.sac.config import SACConfig
-from reverb_agents.launch import environments, inprocess
+from reverb_agents.launch import environments
+from reverb_agents.launch.runners import inprocess
 from reverb_agents.launch.environments import factory
-from reverb_agents.launch import setup as setup_lib
-from reverb_agents.launch.actor import EpisodeStats
-from reverb_agents.launch.options import RunOptions
+from reverb_agents.launch.building import setup as setup_lib
+from reverb_agents.launch.acting.actor import EpisodeStats
+from reverb_agents.launch.runs.options import RunOptions
 from reverb_agents.replay import dataset, tables
 
 EPISODE_LENGTH = 10

@@ -206,7 +206,7 @@ def test_bfloat16_computes_the_float32_torso_from_the_same_float32_weights(kind,
 
 
 def test_a_precision_that_does_not_exist_is_refused():
-    from reverb_agents.launch.options import TORSO_PRECISIONS, RunOptions
+    from reverb_agents.launch.runs.options import TORSO_PRECISIONS, RunOptions
     assert TORSO_PRECISIONS == torsos.PRECISIONS
     with pytest.raises(ValueError, match="torso precision must be one of"):
         torsos.set_precision("float16")

@@ -1,5 +1,5 @@
 """Batch-mixing strategies (`replay/mixing.py`) on a real Reverb server, read through the
-wiring's `launch.data.open_batches`: ACER's `ReplaySchedule`, and a strategy a test
+wiring's `launch.learning.data.open_batches`: ACER's `ReplaySchedule`, and a strategy a test
 declares itself (a replay-only warm-up, then mixed batches) with nothing in
 `launch/` changed."""
 
@@ -11,7 +11,7 @@ import reverb
 import tensorflow as tf
 
 from reverb_agents.agents import contract
-from reverb_agents.launch import data
+from reverb_agents.launch.learning import data
 from reverb_agents.replay import mixing, tables, trajectory
 from reverb_agents.replay.writer import SequenceWriter
 

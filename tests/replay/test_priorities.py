@@ -6,7 +6,7 @@ import pytest
 import reverb
 
 from reverb_agents.agents.contract import PRIORITIES
-from reverb_agents.launch import data
+from reverb_agents.launch.learning import data
 from reverb_agents.replay import tables
 from reverb_agents.replay.priorities import INITIAL_PRIORITY, PriorityUpdater
 

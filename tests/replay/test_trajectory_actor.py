@@ -1,6 +1,6 @@
 """The real actor loop -> SequenceWriter -> Reverb, checked against replay/trajectory.py.
 
-`launch.actor.Actor` runs a bounded number of steps on real gymnasium vector
+`launch.acting.actor.Actor` runs a bounded number of steps on real gymnasium vector
 environments, writing into a real in-process Reverb server; the `queue` items
 are then read back in FIFO order and stitched into each environment's full
 trajectory (consecutive items overlap by one step).
@@ -15,7 +15,7 @@ import reverb
 import tensorflow as tf
 
 from reverb_agents.launch.environments import factory
-from reverb_agents.launch.actor import Actor
+from reverb_agents.launch.acting.actor import Actor
 from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
 from reverb_agents.networks.observations import observation_spec
 from reverb_agents.replay import dataset as dataset_lib

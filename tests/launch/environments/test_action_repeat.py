@@ -7,12 +7,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from reverb_agents.launch import inprocess
-from reverb_agents.launch import setup as setup_lib
-from reverb_agents.launch.actor import Actor, EpisodeStats
+from reverb_agents.launch.runners import inprocess
+from reverb_agents.launch.building import setup as setup_lib
+from reverb_agents.launch.acting.actor import Actor, EpisodeStats
 from reverb_agents.launch.environments import action_repeat
 from tests.conftest import library_greedy_returns
-from tests.launch.test_run import SMALL_CONFIG, small_options
+from tests.launch.command_line.test_train import SMALL_CONFIG, small_options
 
 
 class _Counter(gym.Env):
@@ -92,7 +92,7 @@ def test_a_learned_step_mul_run_exports_and_evaluates_with_it(tmp_path, run_scri
     summary = inprocess.train(small_options(logdir, num_steps=800, step_mul=3), SMALL_CONFIG)
     assert summary['agent_steps'] < summary['env_steps']
     assert summary['saved_model']
-    from reverb_agents.launch import export
+    from reverb_agents.launch.policies import export
     core, action_space, _, env_id = export.restore_core(str(logdir))
     assert env_id == 'CartPole-v1' and len(action_space.leaves) == 2
     # In-library greedy returns, one environment, as launch/evaluate.py plays them.

@@ -160,8 +160,8 @@ def test_the_exported_policy_on_a_hand_written_bandit_has_the_librarys_regret(tm
 
     from reverb_agents.agents import configs
     from reverb_agents.agents.clear.config import CLEARConfig
-    from reverb_agents.launch import inprocess
-    from reverb_agents.launch.options import RunOptions
+    from reverb_agents.launch.runners import inprocess
+    from reverb_agents.launch.runs.options import RunOptions
 
     config = configs.from_flat(CLEARConfig, dict(
         lstm_size=16, hidden_sizes=(16,), batch_size=16, unroll_length=20, replay_fraction=0.0,

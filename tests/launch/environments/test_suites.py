@@ -177,7 +177,7 @@ def test_image_observations_cross_reverb_as_uint8(wired_agent):
     (CLEAR here; SAC's images take the same path through the same writer and dataset)."""
     import tensorflow as tf
 
-    from reverb_agents.launch import data
+    from reverb_agents.launch.learning import data
     wired = wired_agent('clear', 'MinAtar/Breakout-v1', lstm_size=0)
     signature = tf.nest.flatten(wired.setup.signature.steps.observation)
     assert [s.dtype for s in signature] == [tf.uint8]

@@ -5,7 +5,7 @@ import json
 import pytest
 
 from reverb_agents.launch.tools import plot
-from tests.launch.test_continual import HAND_WRITTEN
+from tests.launch.evaluation.test_continual import HAND_WRITTEN
 
 
 def _fake_run(directory, replay_fraction, seed, csv_text=HAND_WRITTEN, tasks='A,B,C'):
@@ -48,8 +48,9 @@ def test_learning_curves_of_two_seeds_from_real_runs(tmp_path):
     """Two short real runs write progress.csv; their mean +- std over the seeds is one line."""
     from reverb_agents.agents import configs
     from reverb_agents.agents.clear.config import CLEARConfig
-    from reverb_agents.launch import inprocess, metrics, run_files
-    from reverb_agents.launch.options import RunOptions
+    from reverb_agents.launch.runners import inprocess
+    from reverb_agents.launch.runs import metrics, run_files
+    from reverb_agents.launch.runs.options import RunOptions
 
     config = configs.from_flat(CLEARConfig, dict(
         lstm_size=8, hidden_sizes=(16,), batch_size=8, unroll_length=5, min_replay_size=8,

@@ -11,10 +11,10 @@ import tensorflow as tf
 
 from reverb_agents.agents import configs
 from reverb_agents.agents.clear.config import CLEARConfig
-from reverb_agents.launch import export
-from reverb_agents.launch import setup as setup_lib
-from reverb_agents.launch.options import RunOptions
-from reverb_agents.launch.policy import load_policy
+from reverb_agents.launch.policies import export
+from reverb_agents.launch.building import setup as setup_lib
+from reverb_agents.launch.runs.options import RunOptions
+from reverb_agents.launch.policies.load import load_policy
 from reverb_agents.replay.demos import episode_returns, load_demos, transitions
 
 ENV = 'CartPole-v1'
