@@ -11,7 +11,10 @@ import sonnet as snt
 import tensorflow as tf
 
 from reverb_agents.agents import contract, priorities
+from reverb_agents.agents.extras import PolicyExtras
 from reverb_agents.agents.optimizers import Adam, RMSProp
+from reverb_agents.agents.signals.demos import zeros_like_specs
+from reverb_agents.agents.signals.signals import RewardSignals
 
 
 class LearnerBase(contract.Learner):
@@ -31,6 +34,29 @@ class LearnerBase(contract.Learner):
         self.num_env_frames = tf.Variable(0, dtype=tf.int64, trainable=False,
                                           name='num_env_frames')
         self._assigned = {}  # variable name -> the value `assign_rate` last gave it
+
+    def attach_extras(self, core: Any, action_space: Any, bc_length: int = 0,
+                      bc_rows: int = 0) -> None:
+        """Builds what the config's `prior` and `signals` sub-configs declare: `signals`
+        (the reward signals' models and demonstrations; None when the config sets no
+        signal and no cloning, or has no `signals`) and `extras` (`agents.extras`: the
+        prior's KL and behavioural cloning on `bc_length` x `bc_rows` demonstration
+        windows), which the step adds with one `extras.added_to` call."""
+        config = getattr(self.config, 'signals', None)
+        self.signals = None
+        if config is not None and (config.intrinsic or config.uses_bc):
+            self.signals = RewardSignals(config, core.observation_space, action_space)
+            self.signals.create_variables(*zeros_like_specs(core.observation_space,
+                                                            action_space))
+        self.extras = PolicyExtras(self.config, core, action_space, self.signals, bc_length,
+                                   bc_rows)
+
+    def pretrain(self) -> Optional[float]:
+        """Behavioural cloning before any actor acts (`agents.extras`), each update the
+        learner's clipped step; nothing without `attach_extras`. A learner whose policy
+        has an optimiser of its own applies with that one instead."""
+        extras = getattr(self, 'extras', None)
+        return None if extras is None else extras.pretrain(self.clip_and_apply)
 
     def make_optimizer(self, learning_rate: tf.Variable) -> snt.Optimizer:
         """The optimizer config's Adam or RMSProp with step size `learning_rate`."""

@@ -5,12 +5,13 @@ a checkpoint round trip and export."""
 
 from typing import Dict
 
+from reverb_agents.agents.a2c.agent import A2C
 from reverb_agents.agents.acer.agent import ACER
 from reverb_agents.agents.clear.agent import CLEAR
 from reverb_agents.agents.contract import Agent
 from reverb_agents.agents.sac.agent import SAC
 
-AGENTS: Dict[str, Agent] = {agent.name: agent for agent in (CLEAR(), ACER(), SAC())}
+AGENTS: Dict[str, Agent] = {agent.name: agent for agent in (CLEAR(), ACER(), SAC(), A2C())}
 CONFIG_CLASSES: Dict[str, type] = {name: agent.config_class for name, agent in AGENTS.items()}
 
 

@@ -198,6 +198,7 @@ SMALL = {
     'acer': dict(lstm_size=8, hidden_sizes=(8,), batch_size=4, unroll_length=5,
                  replay_start_size=20, queue_size=16, advantage_hidden_sizes=(8,)),
     'sac': dict(hidden_sizes=(8,), critic_hidden_sizes=(8,), batch_size=8, learning_starts=16),
+    'a2c': dict(lstm_size=8, hidden_sizes=(8,), batch_size=4, unroll_length=5, queue_size=16),
 }
 WIRED_NUM_ENVS = 4
 

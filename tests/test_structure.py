@@ -26,7 +26,7 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGES = ('agents', 'networks', 'replay', 'launch')
 NAMESPACE = 'reverb_agents'  # what they are installed and imported under (setup.py)
-AGENT_PACKAGES = ('clear', 'acer', 'sac')
+AGENT_PACKAGES = ('clear', 'acer', 'sac', 'a2c')
 ENVIRONMENTS = 'launch.environments'
 TOOLS = 'launch.tools'
 # launch/'s rooms, lowest first: a room imports only rooms before it (and itself)

@@ -42,7 +42,6 @@ from typing import Callable, Dict, Tuple
 
 import tensorflow as tf
 
-from reverb_agents.agents.extras import PolicyExtras
 from reverb_agents.agents.acer import losses
 from reverb_agents.agents.acer.config import ACERConfig
 from reverb_agents.agents.returns import transform_rewards
@@ -79,7 +78,7 @@ class ACERLearner(LearnerBase):
         self._discrete = leaves[0].discrete
         self._action_dim = leaves[0].size
         self.average_core = make_core()
-        self.extras = PolicyExtras(config, core, action_space, None, 0, 0)  # the prior's KL
+        self.attach_extras(core, action_space)  # the prior's KL
         for average, variable in zip(self.average_core.variables, core.variables):
             average.assign(variable)
         parts = core.parts

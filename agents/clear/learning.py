@@ -49,11 +49,8 @@ from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
-from reverb_agents.agents.extras import PolicyExtras
 from reverb_agents.agents import contract, returns, vtrace
-from reverb_agents.agents.signals import demos as signal_demos
 from reverb_agents.agents.signals import losses as signal_losses
-from reverb_agents.agents.signals.signals import RewardSignals
 from reverb_agents.agents.clear import losses
 from reverb_agents.agents.clear.config import CLEARConfig
 from reverb_agents.agents.learner_base import LearnerBase
@@ -84,15 +81,7 @@ class CLEARLearner(LearnerBase):
         if self._pretraining:  # its own slots, as the seed's critic learner has
             self.critic_optimizer = self.make_optimizer(self.learning_rate)
         signals = config.signals
-        self.signals = None
-        if signals.intrinsic or signals.uses_bc:
-            self.signals = RewardSignals(
-                signals, core.observation_space, action_space)
-            observation, action = signal_demos.zeros_like_specs(core.observation_space,
-                                                                  action_space)
-            self.signals.create_variables(observation, action)
-        self.extras = PolicyExtras(config, core, action_space, self.signals,
-                                   config.unroll_length, config.batch_size)
+        self.attach_extras(core, action_space, config.unroll_length, config.batch_size)
         self._gammas = tf.constant(signals.gammas, tf.float32)
         if signals.intrinsic:
             # One value per intrinsic component (and per task, as the baseline's), on the
@@ -328,7 +317,3 @@ class CLEARLearner(LearnerBase):
         return task if self.signal_values.groups > len(self.config.signals.intrinsic) \
             else tf.zeros_like(task)
 
-    def pretrain(self) -> Optional[float]:
-        """`bc_pretrain_steps` policy updates on the demonstrations alone (`agents.extras`);
-        returns the last BC loss, or None if none was due."""
-        return self.extras.pretrain(self.clip_and_apply)

@@ -74,11 +74,8 @@ from typing import Any, Dict, List, Optional, Tuple
 
 import tensorflow as tf
 
-from reverb_agents.agents.extras import PolicyExtras
 from reverb_agents.agents import returns
-from reverb_agents.agents.signals import demos as signal_demos
 from reverb_agents.agents.signals import losses as signal_losses
-from reverb_agents.agents.signals.signals import RewardSignals
 from reverb_agents.agents.learner_base import LearnerBase
 from reverb_agents.agents.slots import create_slots
 from reverb_agents.agents.sac import losses
@@ -176,17 +173,10 @@ class SACLearner(LearnerBase):
         self._gammas = tf.constant(
             [config.discounting] * (self._reward_size - len(signals.intrinsic))
             + list(signals.gammas), tf.float32)
-        self.signals = None
-        if signals.intrinsic or signals.uses_bc:
-            self.signals = RewardSignals(signals, core.observation_space,
-                                                        action_space)
-            self.signals.create_variables(*signal_demos.zeros_like_specs(
-                core.observation_space, action_space))
         # Cloning: one demonstrated step per batch row (windows of `unroll_length` for a
         # recurrent actor).
-        self.extras = PolicyExtras(config, core, action_space, self.signals,
-                                   config.unroll_length if core.recurrent else 1,
-                                   config.sequences_per_batch)
+        self.attach_extras(core, action_space, config.unroll_length if core.recurrent else 1,
+                           config.sequences_per_batch)
         num_outputs = self._num_outputs * self._reward_size
         # The critics see what the actor's torso sees: the observation without its
         # action mask (`networks.observations.ACTION_MASK`), as the critics of a

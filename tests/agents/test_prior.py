@@ -24,6 +24,8 @@ from reverb_agents.networks.distributions import ActionSpace
 # normalising policy is no longer exactly the prior exported before the step.
 CASES = [('clear', 'CartPole-v1', {'lstm_size': 0, 'normalize': False}),
          ('acer', 'CartPole-v1', {'lstm_size': 0, 'normalize': False}),
+         # A2C has the KL by declaring the `prior` sub-config alone (agents/a2c/config.py).
+         ('a2c', 'CartPole-v1', {'lstm_size': 0, 'normalize': False}),
          ('sac', 'Pendulum-v1', {}),
          # A Dict observation: the export takes each leaf as its own input.
          ('clear', 'tests.launch.export_envs:ImageAndVector-v0', {'lstm_size': 0})]
