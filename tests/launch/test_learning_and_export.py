@@ -17,8 +17,10 @@ from reverb_agents.launch.runs.options import RunOptions
 from reverb_agents.launch.policies.load import Policy, PolicyError
 
 
-# Budgets and reward transforms of launch/presets/clear_cartpole.flags and
-# acer_cartpole.flags (the networks and batches are the agents' defaults), each stopped
+# The budgets of launch/presets/clear_cartpole.flags and acer_cartpole.flags with the
+# agents' default (feed-forward) networks and batches and rewards x 0.1: acer_cartpole's
+# scale (it also pins an LSTM), not clear_cartpole's (unscaled); ACER's rewards are also
+# clipped to [-1, 1], which its preset does not set. Each run is stopped
 # at the target of clear_cartpole_475 / acer_cartpole_475 (a last-20 training mean and a
 # greedy check at 475). ACER, the slower learner per env step, must reach it within
 # half its preset's budget (acer_cartpole_475's claim); CLEAR may instead run its whole

@@ -114,5 +114,7 @@ def test_mixed_actions_learn_far_above_random(tmp_path):
                          logdir=str(tmp_path), eval_episodes=50, log_interval_s=1000.0)
     config = SACConfig(hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64), batch_size=128)
     summary = inprocess.train(options, config)
-    assert summary['eval_return_mean'] >= random_return + 0.4, summary
+    # A policy that learned only the discrete half (the cued target, no reach) scores
+    # about random + 0.4 = 0.60: the threshold sits between it and the measured runs.
+    assert summary['eval_return_mean'] >= 0.75, summary
     assert summary['saved_model']  # one output per action component (launch/policies/signatures.py)
