@@ -233,6 +233,8 @@ class NetworkConfig:
                         'factory f(**memory_kwargs) of a Keras RNN cell or an snt.RNNCore, in '
                         "the LSTM's place")
     memory_kwargs: str = field('', 'key=value,... passed to a --memory=MODULE:FUNCTION factory')
+    memory_skip: bool = field(False, "the torso's features also go around the memory to the "
+                              'heads (concatenated with its output)')
 
     def __post_init__(self):
         if user_spec.is_user_network(self.torso):
@@ -258,14 +260,27 @@ class NetworkConfig:
     def core_options(self) -> Dict[str, str]:
         """`ActorCriticCore`'s keyword arguments for the torso and the memory."""
         return dict(torso=self.torso, torso_kwargs=self.torso_kwargs, memory=self.memory,
-                    memory_kwargs=self.memory_kwargs)
+                    memory_kwargs=self.memory_kwargs, memory_skip=self.memory_skip)
+
+
+def network_with_skip() -> NetworkConfig:
+    """The network sub-config of CLEAR and ACER: the torso's features also go around
+    the memory to the heads (`memory_skip`)."""
+    return NetworkConfig(memory_skip=True)
 
 
 def check_memory(config: Any) -> None:
-    """A user's memory takes the LSTM's place: `lstm_size` must stay 0."""
-    require(not (config.network.memory and config.lstm_size),
+    """A user's memory takes the LSTM's place: `lstm_size` must stay at 0 or at the
+    agent's default (then unused, `lstm_units`)."""
+    default = type(config).__dataclass_fields__['lstm_size'].default
+    require(not (config.network.memory and config.lstm_size not in (0, default)),
             f'--memory={config.network.memory} takes the LSTM\'s place: leave --lstm_size at '
             f'0 (got {config.lstm_size})')
+
+
+def lstm_units(config: Any) -> int:
+    """The core's LSTM units: `lstm_size`, or 0 where a user's memory takes its place."""
+    return 0 if config.network.memory else config.lstm_size
 
 
 def recurrent(config: Any) -> bool:

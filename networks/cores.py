@@ -341,6 +341,7 @@ class ActorCriticCore(snt.RNNCore):
                  torso_kwargs: str = '',
                  memory: str = '',
                  memory_kwargs: str = '',
+                 memory_skip: bool = False,
                  num_q_values: int = 0,
                  advantage_hidden_sizes: Optional[Sequence[int]] = None,
                  condition_on_previous: bool = True,
@@ -376,7 +377,11 @@ class ActorCriticCore(snt.RNNCore):
         A network of the user's own (`networks.user`, docs/networks.md): `torso`
         `MODULE:FUNCTION` (with `torso_kwargs`, `key=value,...`) replaces the built-in
         torso (`hidden_sizes` unused); `memory` `MODULE:FUNCTION` (with
-        `memory_kwargs`) takes the LSTM's place and needs `lstm_size=0`."""
+        `memory_kwargs`) takes the LSTM's place and needs `lstm_size=0`.
+
+        `memory_skip` passes the torso's features around the memory: the heads see
+        them beside the memory's output (concatenated), so what needs no memory is
+        read as a feed-forward core reads it (no effect without a memory)."""
         # Long: its docstring documents each part a core is built from; the body checks and
         # assembles them.
         super().__init__(name=name)
@@ -424,6 +429,7 @@ class ActorCriticCore(snt.RNNCore):
         # Memory.
         self._lstm = LSTMMemory(lstm_size) if lstm_size > 0 else make_memory(memory,
                                                                             memory_kwargs)
+        self.memory_skip = bool(memory_skip) and self._lstm is not None
         # Heads.
         self._policy_head = PolicyHead(action_space) if soft_q_policy is None else soft_q_head
         self._baseline_head = (BaselineHead(value_normalization, popart_step_size, num_tasks)
@@ -556,7 +562,8 @@ class ActorCriticCore(snt.RNNCore):
         x, mask = self._embed(inputs)
         state = prev_state
         if self._lstm is not None:
-            x, state = self._lstm.step(x, inputs.first, prev_state)
+            memory, state = self._lstm.step(x, inputs.first, prev_state)
+            x = tf.concat([x, memory], -1) if self.memory_skip else memory
         return self._heads(x, mask, inputs.task), state
 
     def unroll(self, inputs: CoreInputs, initial_state: Any) -> Tuple[AgentOutput, Any]:
@@ -571,6 +578,7 @@ class ActorCriticCore(snt.RNNCore):
         state = initial_state
         if self._lstm is not None:
             outputs, state = self._lstm.unroll(split_time(x, t_b), inputs.first, state)
-            x = merge_time(outputs)  # [T * B, H]
+            memory = merge_time(outputs)  # [T * B, H]
+            x = tf.concat([x, memory], -1) if self.memory_skip else memory
         out = self._heads(x, mask, merged.task)
         return tf.nest.map_structure(lambda y: split_time(y, t_b), out), state

@@ -460,6 +460,7 @@ class NumpyCore:
         self._torso = mirrors['torso']
         self._previous_step = mirrors.get('previous_step')
         self._memory = mirrors.get('memory')
+        self._memory_skip = core.memory_skip
         self._policy = mirrors['policy_head']
         self._baseline = mirrors.get('baseline_head')
         self._masked = core.masked
@@ -535,7 +536,8 @@ class NumpyCore:
         if self._previous_step is not None:
             x = self._previous_step(x, prev_action, prev_reward, first)
         if self._memory is not None:
-            x, state = self._memory(x, first, state)
+            memory, state = self._memory(x, first, state)
+            x = np.concatenate([x, memory], -1) if self._memory_skip else memory
         actions, params, log_prob = self._policy(x, self._rng, self._deterministic, mask)
         baseline = (np.zeros([batch], np.float32) if self._baseline is None
                     else self._baseline(x, task))

@@ -29,7 +29,8 @@ class A2C(contract.Agent):
     def build_core(self, observation_space: Any, action_space: ActionSpace,
                    config: A2CConfig) -> ActorCriticCore:
         return ActorCriticCore(observation_space, action_space, hidden_sizes=config.hidden_sizes,
-                               lstm_size=config.lstm_size, **config.network.core_options(),
+                               lstm_size=configs.lstm_units(config),
+                               **config.network.core_options(),
                                normalize_observations=configs.normalizes(
                                    config.normalize, observation_space))
 

@@ -43,7 +43,7 @@ class ACER(contract.Agent):
         if len(action_space.leaves) != 1:
             raise UnsupportedSpaceError(
                 f'acer supports one Discrete or one Box action space, got {action_space.space}')
-        common = dict(hidden_sizes=config.hidden_sizes, lstm_size=config.lstm_size,
+        common = dict(hidden_sizes=config.hidden_sizes, lstm_size=configs.lstm_units(config),
                       **config.network.core_options(),
                       reward_transform=configs.reward_input(
                           config.prev_reward_input, config.reward_scaling, config.reward_clipping),

@@ -37,7 +37,8 @@ class CLEAR(contract.Agent):
                    config: CLEARConfig) -> ActorCriticCore:
         # The previous reward enters the core as the learner sees it (the seed).
         return ActorCriticCore(observation_space, action_space,
-                               hidden_sizes=config.hidden_sizes, lstm_size=config.lstm_size,
+                               hidden_sizes=config.hidden_sizes,
+                               lstm_size=configs.lstm_units(config),
                                **config.network.core_options(),
                                reward_transform=configs.reward_input(
                                    config.prev_reward_input, config.reward_scaling,

@@ -62,7 +62,8 @@ class SAC(contract.Agent):
         # never exported). Feed-forward: pi(a | s); recurrent: the LSTM also sees the
         # previous action and reward, as meta-RL cores do.
         return ActorCriticCore(observation_space, action_space,
-                               hidden_sizes=config.hidden_sizes, lstm_size=config.lstm_size,
+                               hidden_sizes=config.hidden_sizes,
+                               lstm_size=configs.lstm_units(config),
                                **config.network.core_options(),
                                condition_on_previous=configs.recurrent(config), baseline=False,
                                normalize_observations=config.normalize,

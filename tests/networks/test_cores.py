@@ -154,6 +154,33 @@ def test_unroll_equals_stepping(action_space, lstm_size, first):
     _assert_close(unroll_state, step_state)
 
 
+@pytest.mark.parametrize('first', [np.zeros([T, B], bool), FIRST], ids=['no-reset', 'resets'])
+def test_memory_skip_gives_the_heads_torso_and_memory(first):
+    core = ActorCriticCore(CARTPOLE_OBS, ActionSpace(TUPLE_ACTIONS), hidden_sizes=HIDDEN,
+                           lstm_size=LSTM, memory_skip=True)
+    inputs = _random_inputs(core, CARTPOLE_OBS, (T, B), seed=2, first=first)
+    state = _random_state(core, seed=3)
+    unrolled, unroll_state = core.unroll(inputs, state)
+    stepped, step_state = _step_loop(core, inputs, state)
+    _assert_close(unrolled, stepped)
+    _assert_close(unroll_state, step_state)
+    # The features are [torso and previous step, memory]: the memory's part is the
+    # LSTM's output, the rest what a core without the skip feeds its LSTM.
+    plain = ActorCriticCore(CARTPOLE_OBS, ActionSpace(TUPLE_ACTIONS), hidden_sizes=HIDDEN,
+                            lstm_size=LSTM)
+    plain.create_variables()
+    for mine, theirs in zip(plain.parts.torso.variables + plain.parts.memory.variables,
+                            core.parts.torso.variables + core.parts.memory.variables):
+        mine.assign(theirs)  # (the previous step's embedding has no variables)
+    plain_out, _ = plain.unroll(inputs, state)
+    assert core.features_size > plain.features_size == LSTM
+    np.testing.assert_allclose(unrolled.features[..., -LSTM:].numpy(),
+                               plain_out.features.numpy(), rtol=1e-5, atol=1e-6)
+    # Without a memory the option changes nothing.
+    assert not ActorCriticCore(CARTPOLE_OBS, ActionSpace(TUPLE_ACTIONS), hidden_sizes=HIDDEN,
+                               lstm_size=0, memory_skip=True).memory_skip
+
+
 def test_unroll_equals_stepping_in_tf_function():
     core = _core(TUPLE_ACTIONS, LSTM)
     inputs = _random_inputs(core, CARTPOLE_OBS, (T, B), seed=4, first=FIRST)

@@ -129,6 +129,12 @@ def test_numpy_step_matches_sonnet_core(name, lstm_size):
     assert_numpy_matches_sonnet(core, space)
 
 
+def test_numpy_step_matches_sonnet_core_with_memory_skip():
+    core, space = build(gym.spaces.Discrete(3), 6, memory_skip=True)
+    assert NumpyCore.supports(core) and core.memory_skip
+    assert_numpy_matches_sonnet(core, space)
+
+
 @pytest.mark.parametrize('mode', REWARD_CLIPPINGS)
 @pytest.mark.parametrize('scaling', [1.0, 0.3, 5.0])
 def test_numpy_reward_transform_is_the_cores(mode, scaling):
