@@ -60,9 +60,11 @@ class ACERConfig:
     # Optimiser (Adam or RMSProp, `--optimizer`).
     optimizer: configs.OptimizerConfig = sub_config(configs.OptimizerConfig)
     # Network.
-    lstm_size: int = field(0, 'LSTM units; 0 makes the core feed-forward')
+    lstm_size: int = field(64, 'LSTM units; 0 makes the core feed-forward')
     hidden_sizes: Tuple[int, ...] = field((64, 64), 'MLP torso for vector observations')
-    network: configs.NetworkConfig = sub_config(configs.NetworkConfig)  # --torso, --memory
+    # --torso, --memory; the torso's features also go around the memory (--memory_skip):
+    # docs/benchmarks.md#untuned-defaults
+    network: configs.NetworkConfig = sub_config(configs.network_with_skip)
     normalize: bool = field(True, configs.NORMALIZE_DOC)
     prev_reward_input: str = field('transformed', configs.PREV_REWARD_DOC)
     advantage_hidden_sizes: Tuple[int, ...] = field((64,), 'MLP of A(x, a) (continuous actions)')
