@@ -29,9 +29,9 @@ FIRST = np.array([[0, 0, 1],
                   [0, 0, 0]], bool)
 
 
-def _core(action_space, lstm_size, observation_space=CARTPOLE_OBS):
+def _core(action_space, lstm_size, observation_space=CARTPOLE_OBS, memory_skip=False):
     return ActorCriticCore(observation_space, ActionSpace(action_space),
-                           hidden_sizes=HIDDEN, lstm_size=lstm_size)
+                           hidden_sizes=HIDDEN, lstm_size=lstm_size, memory_skip=memory_skip)
 
 
 def _random_observation(space, lead_shape, rng):
@@ -141,10 +141,12 @@ def test_gaussian_log_std_is_clipped_in_outputs():
 
 # --- unroll == stepping --------------------------------------------------------
 
-@pytest.mark.parametrize('action_space, lstm_size', CORE_CASES)
+@pytest.mark.parametrize('action_space, lstm_size, memory_skip',
+                         [pytest.param(*case.values, False, id=case.id) for case in CORE_CASES]
+                         + [pytest.param(TUPLE_ACTIONS, LSTM, True, id='tuple-lstm-skip')])
 @pytest.mark.parametrize('first', [np.zeros([T, B], bool), FIRST], ids=['no-reset', 'resets'])
-def test_unroll_equals_stepping(action_space, lstm_size, first):
-    core = _core(action_space, lstm_size)
+def test_unroll_equals_stepping(action_space, lstm_size, memory_skip, first):
+    core = _core(action_space, lstm_size, memory_skip=memory_skip)
     inputs = _random_inputs(core, CARTPOLE_OBS, (T, B), seed=2, first=first)
     state = _random_state(core, seed=3)
 
@@ -154,20 +156,14 @@ def test_unroll_equals_stepping(action_space, lstm_size, first):
     _assert_close(unroll_state, step_state)
 
 
-@pytest.mark.parametrize('first', [np.zeros([T, B], bool), FIRST], ids=['no-reset', 'resets'])
-def test_memory_skip_gives_the_heads_torso_and_memory(first):
-    core = ActorCriticCore(CARTPOLE_OBS, ActionSpace(TUPLE_ACTIONS), hidden_sizes=HIDDEN,
-                           lstm_size=LSTM, memory_skip=True)
-    inputs = _random_inputs(core, CARTPOLE_OBS, (T, B), seed=2, first=first)
-    state = _random_state(core, seed=3)
-    unrolled, unroll_state = core.unroll(inputs, state)
-    stepped, step_state = _step_loop(core, inputs, state)
-    _assert_close(unrolled, stepped)
-    _assert_close(unroll_state, step_state)
+def test_memory_skip_gives_the_heads_torso_and_memory():
     # The features are [torso and previous step, memory]: the memory's part is the
     # LSTM's output, the rest what a core without the skip feeds its LSTM.
-    plain = ActorCriticCore(CARTPOLE_OBS, ActionSpace(TUPLE_ACTIONS), hidden_sizes=HIDDEN,
-                            lstm_size=LSTM)
+    core = _core(TUPLE_ACTIONS, LSTM, memory_skip=True)
+    inputs = _random_inputs(core, CARTPOLE_OBS, (T, B), seed=2, first=FIRST)
+    state = _random_state(core, seed=3)
+    unrolled, _ = core.unroll(inputs, state)
+    plain = _core(TUPLE_ACTIONS, LSTM)
     plain.create_variables()
     for mine, theirs in zip(plain.parts.torso.variables + plain.parts.memory.variables,
                             core.parts.torso.variables + core.parts.memory.variables):
@@ -177,8 +173,7 @@ def test_memory_skip_gives_the_heads_torso_and_memory(first):
     np.testing.assert_allclose(unrolled.features[..., -LSTM:].numpy(),
                                plain_out.features.numpy(), rtol=1e-5, atol=1e-6)
     # Without a memory the option changes nothing.
-    assert not ActorCriticCore(CARTPOLE_OBS, ActionSpace(TUPLE_ACTIONS), hidden_sizes=HIDDEN,
-                               lstm_size=0, memory_skip=True).memory_skip
+    assert not _core(TUPLE_ACTIONS, 0, memory_skip=True).memory_skip
 
 
 def test_unroll_equals_stepping_in_tf_function():
