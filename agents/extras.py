@@ -6,10 +6,11 @@
   annealed over `--bc_steps`), logged as `bc/loss` and `bc/strength`, and its
   pre-training before any interaction (`--bc_pretrain_steps`, `Learner.pretrain`).
 
-An agent whose config has the `prior` and `signals` sub-configs gets both by building
-one `PolicyExtras` in its learner, calling `added_to` inside its step and `pretrain`
-from its own `pretrain`; the extras' metric names are the sub-configs'
-(`PriorConfig.metric_names`, `SignalsConfig.metric_names`).
+An agent whose config has the `prior` and `signals` sub-configs gets both through
+`agents.learner_base.LearnerBase`: `attach_extras` builds one `PolicyExtras` (and the
+reward signals it reads demonstrations from), the learner's step calls `added_to`
+once, and the base's `pretrain` runs cloning's pre-training; the extras' metric
+names are the sub-configs' (`PriorConfig.metric_names`, `SignalsConfig.metric_names`).
 
 A plain object, not a `tf.Module`: what it holds (the prior policy, the learner's
 reward signals and core) is checkpointed, or not, where the learner keeps it.

@@ -17,7 +17,8 @@ from reverb_agents.agents.signals.config import SignalsConfig
 
 @dataclasses.dataclass(frozen=True)
 class A2CConfig:
-    batch_size: int = field(16, 'sequences per learner step, all fresh (one per environment: each batch is the latest round of every environment)')
+    batch_size: int = field(16, 'sequences per learner step, all fresh (one per environment: '
+                            'each batch is the latest round of every environment)')
     unroll_length: int = field(8, 'learner unroll T; stored sequences hold T + 1 steps')
     discounting: float = field(0.99, 'gamma')
     gae_lambda: float = field(0.95, "GAE's lambda (1: Monte-Carlo returns bootstrapped "
