@@ -152,8 +152,9 @@ LEARN = 'learn'
 
 class Learner(tf.Module):
     """What the wiring uses of a learner, checkpointed whole. Every learner subclasses
-    it (through `agents.learner_base.LearnerBase`) and writes `step`; `pretrain` and
-    `phase` have defaults that a learner overrides where it needs them."""
+    it through `agents.learner_base.LearnerBase`, which implements `step`, `pretrain`
+    and `phase` from the extras the config declares (`agents.extras`) and the
+    learner's own `learn`."""
     core: ActorCriticCore  # the acting core it trains: published, evaluated, exported
     num_steps: tf.Variable  # int64 learner steps taken (part of the checkpoint)
 
@@ -173,9 +174,9 @@ class Learner(tf.Module):
 
     def phase(self) -> str:
         """The phase the next step is in, for a learner whose step changes with its
-        progress (CLEAR's critic pre-training). The wiring asks before each step and
-        compiles `step` once per phase, so the step may branch on it in Python. The
-        default: always `LEARN`."""
+        progress (critic pre-training, `agents.extras`). The wiring asks before each
+        step and compiles `step` once per phase, so the step may branch on it in
+        Python. Here: always `LEARN`."""
         return LEARN
 
 

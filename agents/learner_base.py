@@ -1,17 +1,20 @@
-"""What every learner owns besides its networks: an annealed optimiser and counters.
+"""What every learner owns besides its networks: an annealed optimiser, counters, extras.
 
 A learner subclasses `LearnerBase` (one level, no further hierarchy; it is the
-contract's `agents.contract.Learner`) and writes its own `@tf.function` `step`;
-the attribute names here are part of the checkpoints.
+contract's `agents.contract.Learner`) and writes its own `@tf.function` `learn`, its
+algorithm's update; the base's `step` runs the declared extras' phases around it
+(`agents.extras`). The attribute names here are part of the checkpoints.
 """
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 
 import sonnet as snt
 import tensorflow as tf
 
 from reverb_agents.agents import contract, priorities
-from reverb_agents.agents.extras import PolicyExtras
+from reverb_agents.agents.extras import CRITIC_PRETRAIN, CriticPretraining, LearnerExtras
+from reverb_agents.agents.extras.cloning import BehaviourCloning
+from reverb_agents.agents.extras.prior_kl import PriorKL
 from reverb_agents.agents.optimizers import Adam, RMSProp
 from reverb_agents.agents.signals.demos import zeros_like_specs
 from reverb_agents.agents.signals.signals import RewardSignals
@@ -34,29 +37,75 @@ class LearnerBase(contract.Learner):
         self.num_env_frames = tf.Variable(0, dtype=tf.int64, trainable=False,
                                           name='num_env_frames')
         self._assigned = {}  # variable name -> the value `assign_rate` last gave it
+        self.extras = LearnerExtras()  # none until `attach_extras`
 
     def attach_extras(self, core: Any, action_space: Any, bc_length: int = 0,
                       bc_rows: int = 0) -> None:
-        """Builds what the config's `prior` and `signals` sub-configs declare: `signals`
-        (the reward signals' models and demonstrations; None when the config sets no
-        signal and no cloning, or has no `signals`) and `extras` (`agents.extras`: the
-        prior's KL and behavioural cloning on `bc_length` x `bc_rows` demonstration
-        windows), which the step adds with one `extras.added_to` call."""
-        config = getattr(self.config, 'signals', None)
+        """Builds what the config's sub-configs declare (`agents.extras`): `signals` (the
+        reward signals' models and demonstrations, from `signals`; None when it sets no
+        signal and no cloning), `critic_optimizer` (with `critic_pretrain_steps` > 0)
+        and `extras`: the prior's KL, behavioural cloning on `bc_length` x `bc_rows`
+        demonstration windows, the signals' rewards and critic pre-training of `core`'s
+        baseline. `core`'s variables must exist (the optimisers' slots are made here)."""
+        signals = getattr(self.config, 'signals', None)
         self.signals = None
-        if config is not None and (config.intrinsic or config.uses_bc):
-            self.signals = RewardSignals(config, core.observation_space, action_space)
+        if signals is not None and (signals.intrinsic or signals.uses_bc):
+            self.signals = RewardSignals(signals, core.observation_space, action_space)
             self.signals.create_variables(*zeros_like_specs(core.observation_space,
                                                             action_space))
-        self.extras = PolicyExtras(self.config, core, action_space, self.signals, bc_length,
-                                   bc_rows)
+        critic_config = getattr(self.config, 'critic_pretrain', None)
+        critic = None
+        if critic_config is not None and critic_config.critic_pretrain_steps > 0:
+            # Its own slots, as the seed's critic learner has.
+            self.critic_optimizer = self.make_optimizer(self.learning_rate)
+            critic = CriticPretraining(critic_config, core, self.critic_optimizer,
+                                       self.learning_rate, self._apply,
+                                       self.transformed_rewards)
+        prior = getattr(self.config, 'prior', None)
+        self.extras = LearnerExtras(
+            prior_kl=(PriorKL(prior, core.observation_space, action_space)
+                      if prior is not None and prior.prior_actor else None),
+            cloning=(BehaviourCloning(signals, core, action_space, self.signals, bc_length,
+                                      bc_rows) if self.signals is not None and signals.uses_bc
+                     else None),
+            signals=self.signals if signals is not None and signals.intrinsic else None,
+            critic_pretrain=critic)
+
+    def phase(self) -> str:
+        """`CRITIC_PRETRAIN` while critic pre-training is due, then `LEARN`."""
+        critic = self.extras.critic_pretrain
+        return CRITIC_PRETRAIN if critic is not None and critic.due(self.num_steps) \
+            else contract.LEARN
+
+    def step(self, batch: Any) -> Dict[str, tf.Tensor]:
+        """One update of the current phase: critic pre-training's step while it is due,
+        else the learner's `learn`; scalar metrics by name."""
+        if tf.executing_eagerly():  # traced in a caller's function: it asked `phase`
+            self.phase()
+        critic = self.extras.critic_pretrain
+        if critic is not None and critic.pending:
+            return critic.step(batch)
+        return self.learn(batch)
+
+    def learn(self, batch: Any) -> Dict[str, tf.Tensor]:
+        """The algorithm's update on a `replay.dataset.Batch` (`contract.Learner.step`'s
+        result), one `@tf.function`."""
+        raise NotImplementedError(f'{type(self).__name__} has no learn step')
+
+    def transformed_rewards(self, steps: Any, v_t: tf.Tensor, mask_t: tf.Tensor
+                            ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """(rewards, discounts) `[T, B]` as the losses see them, from the batch's steps
+        `[T + 1, B]`: the rewards and `discounting` times the discounts; at placeholder
+        steps (`mask_t` 0) r = V (`v_t` `[T, B]`) and discount 0, so their target is
+        their own value. A learner that transforms rewards overrides it."""
+        r_t = tf.where(mask_t > 0, steps.reward[:-1], tf.stop_gradient(v_t))
+        return r_t, steps.discount[:-1] * self.config.discounting * mask_t
 
     def pretrain(self) -> Optional[float]:
         """Behavioural cloning before any actor acts (`agents.extras`), each update the
-        learner's clipped step; nothing without `attach_extras`. A learner whose policy
-        has an optimiser of its own applies with that one instead."""
-        extras = getattr(self, 'extras', None)
-        return None if extras is None else extras.pretrain(self.clip_and_apply)
+        learner's clipped step; nothing without cloning. A learner whose policy has an
+        optimiser of its own applies with that one instead."""
+        return self.extras.pretrain(self.clip_and_apply)
 
     def make_optimizer(self, learning_rate: tf.Variable) -> snt.Optimizer:
         """The optimizer config's Adam or RMSProp with step size `learning_rate`."""

@@ -220,6 +220,16 @@ def task_metrics(layer: PopArtLinear) -> Dict[str, tf.Tensor]:
     return dict(zip(names, [x for k in range(layer.groups) for x in (mean[k], std[k])]))
 
 
+def update_statistics(layer: PopArtLinear, targets: tf.Tensor, mask: tf.Tensor,
+                      task: tf.Tensor) -> Dict[str, tf.Tensor]:
+    """`update_by_task` for a layer whose groups are tasks, then its metrics (its mean
+    and std, and each task's); nothing, and no metric, when the layer is unnormalised."""
+    if not layer.normalized_output:
+        return {}
+    update_by_task(layer, targets, mask, task)
+    return {**layer.metrics(), **task_metrics(layer)}
+
+
 def scale_layer(layer: snt.Linear, factor: tf.Tensor) -> None:
     """Multiplies a linear layer's outputs by `factor` `[]` (w and b alike): what an
     output that is sigma times another network's (ACER's SDN advantage) needs when

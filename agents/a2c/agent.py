@@ -2,7 +2,7 @@
 
 from typing import Any, Callable, Tuple
 
-from reverb_agents.agents import configs, contract
+from reverb_agents.agents import contract, network_config
 from reverb_agents.agents.a2c.config import A2CConfig
 from reverb_agents.agents.a2c.learning import METRICS, A2CLearner
 from reverb_agents.networks.cores import ActorCriticCore
@@ -10,7 +10,7 @@ from reverb_agents.networks.distributions import ActionSpace
 
 
 class A2C(contract.Agent):
-    """Advantage actor-critic on fresh sequences, with a prior's KL and cloning."""
+    """Advantage actor-critic on fresh sequences, with the extras its config declares."""
 
     name = 'a2c'
     config_class = A2CConfig
@@ -29,9 +29,9 @@ class A2C(contract.Agent):
     def build_core(self, observation_space: Any, action_space: ActionSpace,
                    config: A2CConfig) -> ActorCriticCore:
         return ActorCriticCore(observation_space, action_space, hidden_sizes=config.hidden_sizes,
-                               lstm_size=configs.lstm_units(config),
+                               lstm_size=network_config.lstm_units(config),
                                **config.network.core_options(),
-                               normalize_observations=configs.normalizes(
+                               normalize_observations=network_config.normalizes(
                                    config.normalize, observation_space))
 
     def build_learner(self, make_core: Callable[[], ActorCriticCore], action_space: ActionSpace,
@@ -42,4 +42,5 @@ class A2C(contract.Agent):
         return config.signals.demo_files
 
     def metric_names(self, config: A2CConfig, action_space: ActionSpace) -> Tuple[str, ...]:
-        return METRICS + config.signals.metric_names() + config.prior.metric_names()
+        return (config.critic_pretrain.metric_names() + METRICS + config.signals.metric_names()
+                + config.prior.metric_names())

@@ -2,15 +2,18 @@
 
 `launch/` turns every field into an absl flag of the same name. `batch_size` counts
 sequences of `unroll_length` learned steps, all fresh (nothing is replayed). The
-`prior` and `signals` sub-configs are the declarations that give the learner the
-KL to a prior policy and behavioural cloning (`agents.extras`).
+`prior`, `signals` and `critic_pretrain` sub-configs are the declarations that give
+the learner the KL to a prior policy, behavioural cloning and critic pre-training
+(`agents.extras`).
 """
 
 import dataclasses
 from typing import Tuple
 
 from reverb_agents.agents import configs
+from reverb_agents.agents import network_config
 from reverb_agents.agents.configs import field, require, sub_config
+from reverb_agents.agents.extras.critic_pretrain import CriticPretrainConfig
 from reverb_agents.agents.prior import PriorConfig
 from reverb_agents.agents.signals.config import SignalsConfig
 
@@ -28,16 +31,18 @@ class A2CConfig:
     replay: configs.ReplayConfig = sub_config(configs.ReplayConfig)  # the queue's size
     prior: PriorConfig = sub_config(PriorConfig)  # --prior_actor (agents.prior)
     signals: SignalsConfig = sub_config(SignalsConfig)  # cloning only: --bc_demos, ...
+    # --critic_pretrain_steps, --critic_pretrain_variables (`agents.extras`).
+    critic_pretrain: CriticPretrainConfig = sub_config(CriticPretrainConfig)
     optimizer: configs.OptimizerConfig = sub_config(configs.OptimizerConfig)
     lstm_size: int = field(0, 'LSTM units; 0 makes the core feed-forward')
     hidden_sizes: Tuple[int, ...] = field((64, 64), 'MLP torso for vector observations')
-    network: configs.NetworkConfig = sub_config(configs.NetworkConfig)  # --torso, --memory
-    normalize: bool = field(True, configs.NORMALIZE_DOC)
+    network: network_config.NetworkConfig = sub_config(network_config.NetworkConfig)  # --torso, --memory
+    normalize: bool = field(True, network_config.NORMALIZE_DOC)
 
     def __post_init__(self):
         configs.require_positive(self, 'batch_size', 'unroll_length')
         configs.require_fraction(self, 'discounting', 'gae_lambda')
-        configs.check_memory(self)
+        network_config.check_memory(self)
         configs.require_sizes('hidden_sizes', self.hidden_sizes)
         for name in ('baseline_cost', 'entropy_cost', 'lstm_size'):
             require(getattr(self, name) >= 0, f'{name} must be >= 0, got {getattr(self, name)}')

@@ -1,6 +1,7 @@
 """A2C's learner: advantages by GAE on the batch's fresh sequences, one `@tf.function`
-step; the prior's KL and behavioural cloning come from `agents.extras` through the
-config's `prior` and `signals` sub-configs, with one call in the step."""
+step; the prior's KL, behavioural cloning and critic pre-training come from
+`agents.extras` through the config's `prior`, `signals` and `critic_pretrain`
+sub-configs, with one call in the step."""
 
 from typing import Dict
 
@@ -30,7 +31,7 @@ class A2CLearner(LearnerBase):
         create_slots(self.optimizer, core.trainable_variables)
 
     @tf.function(autograph=False)
-    def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
+    def learn(self, batch: Batch) -> Dict[str, tf.Tensor]:
         """One update from `[T + 1, B]` sequences (the last step bootstraps)."""
         config = self.config
         steps = batch.sequence.steps
@@ -43,8 +44,7 @@ class A2CLearner(LearnerBase):
             params_t = tf.nest.map_structure(lambda x: x[:-1], outputs.policy_params)
             v_t = outputs.baseline[:-1]  # [T, B]
             # At placeholder steps r = V and discount 0: their advantage is 0.
-            r_t = tf.where(mask_t > 0, steps.reward[:-1], tf.stop_gradient(v_t))
-            discount_t = steps.discount[:-1] * config.discounting * mask_t
+            r_t, discount_t = self.transformed_rewards(steps, v_t, mask_t)
             advantage_t = tf.stop_gradient(returns.generalized_advantages(
                 r_t, discount_t, v_t, outputs.baseline[-1], config.gae_lambda))
             action_t = tf.nest.map_structure(lambda x: x[:-1], steps.action)

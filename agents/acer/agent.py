@@ -2,7 +2,7 @@
 
 from typing import Any, Callable, Tuple
 
-from reverb_agents.agents import configs, contract
+from reverb_agents.agents import contract, network_config
 from reverb_agents.agents.acer.config import ACERConfig
 from reverb_agents.agents.acer.learning import METRICS, ACERLearner
 from reverb_agents.networks.cores import ActorCriticCore
@@ -43,11 +43,11 @@ class ACER(contract.Agent):
         if len(action_space.leaves) != 1:
             raise UnsupportedSpaceError(
                 f'acer supports one Discrete or one Box action space, got {action_space.space}')
-        common = dict(hidden_sizes=config.hidden_sizes, lstm_size=configs.lstm_units(config),
+        common = dict(hidden_sizes=config.hidden_sizes, lstm_size=network_config.lstm_units(config),
                       **config.network.core_options(),
-                      reward_transform=configs.reward_input(
+                      reward_transform=network_config.reward_input(
                           config.prev_reward_input, config.reward_scaling, config.reward_clipping),
-                      **configs.normalization_options(config, observation_space))
+                      **network_config.normalization_options(config, observation_space))
         if action_space.is_discrete:
             # Q(x, .) from a Q head; V = sum_a pi(a) Q(a), so no value head.
             return ActorCriticCore(observation_space, action_space,
@@ -58,7 +58,7 @@ class ACER(contract.Agent):
                                advantage_hidden_sizes=config.advantage_hidden_sizes, **common)
 
     def for_tasks(self, config: ACERConfig, num_tasks: int) -> ACERConfig:
-        return configs.for_tasks(config, num_tasks)
+        return network_config.for_tasks(config, num_tasks)
 
     def build_learner(self, make_core: Callable[[], ActorCriticCore], action_space: ActionSpace,
                       config: ACERConfig) -> ACERLearner:

@@ -12,6 +12,7 @@ import dataclasses
 from typing import Optional, Tuple
 
 from reverb_agents.agents import configs
+from reverb_agents.agents import network_config
 from reverb_agents.agents.configs import field, require, sub_config
 from reverb_agents.agents.prior import PriorConfig
 from reverb_agents.agents.returns import REWARD_CLIPPINGS
@@ -40,9 +41,9 @@ class ACERConfig:
     use_Q_opc: bool = field(
         False, "the policy's advantage uses Q_opc (unit traces) instead of Q_ret; the Q "
         'loss (and the continuous V target) always regress on Retrace Q_ret')
-    value_normalization: str = field('popart', configs.VALUE_NORMALIZATION_DOC)
-    popart_step_size: float = field(3e-4, configs.POPART_STEP_DOC)
-    num_tasks: int = field(0, configs.NUM_TASKS_DOC)
+    value_normalization: str = field('popart', network_config.VALUE_NORMALIZATION_DOC)
+    popart_step_size: float = field(3e-4, network_config.POPART_STEP_DOC)
+    num_tasks: int = field(0, network_config.NUM_TASKS_DOC)
     # Losses.
     pi_loss_coef: float = field(1.0, 'weight of the policy loss, entropy bonus included')
     Q_loss_coef: float = field(0.5, 'weight of 0.5 * (Q_ret - Q)^2')
@@ -64,9 +65,9 @@ class ACERConfig:
     hidden_sizes: Tuple[int, ...] = field((64, 64), 'MLP torso for vector observations')
     # --torso, --memory; the torso's features also go around the memory (--memory_skip):
     # docs/benchmarks.md#untuned-defaults
-    network: configs.NetworkConfig = sub_config(configs.network_with_skip)
-    normalize: bool = field(True, configs.NORMALIZE_DOC)
-    prev_reward_input: str = field('transformed', configs.PREV_REWARD_DOC)
+    network: network_config.NetworkConfig = sub_config(network_config.network_with_skip)
+    normalize: bool = field(True, network_config.NORMALIZE_DOC)
+    prev_reward_input: str = field('transformed', network_config.PREV_REWARD_DOC)
     advantage_hidden_sizes: Tuple[int, ...] = field((64,), 'MLP of A(x, a) (continuous actions)')
 
     def __post_init__(self):
@@ -74,12 +75,12 @@ class ACERConfig:
                                  'trust_region_delta')
         configs.require_fraction(self, 'discounting')
         configs.require_choice('reward_clipping', self.reward_clipping, REWARD_CLIPPINGS)
-        configs.check_value_normalization(self)
+        network_config.check_value_normalization(self)
         configs.require_choice('average_network_state', self.average_network_state,
                                AVERAGE_NETWORK_STATES)
-        configs.check_memory(self)
+        network_config.check_memory(self)
         configs.require_choice('prev_reward_input', self.prev_reward_input,
-                               configs.PREV_REWARD_INPUTS)
+                               network_config.PREV_REWARD_INPUTS)
         configs.require_sizes('hidden_sizes', self.hidden_sizes)
         configs.require_sizes('advantage_hidden_sizes', self.advantage_hidden_sizes)
         for name in ('replay_ratio', 'replay_start_size', 'reward_scaling', 'pi_loss_coef',

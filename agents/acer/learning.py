@@ -273,7 +273,7 @@ class ACERLearner(LearnerBase):
                  'abs_td_t': tf.abs(q_ret_t - q_t), 'q_ret_t': q_ret_t})
 
     @tf.function(autograph=False)  # no tensor-dependent Python control flow
-    def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
+    def learn(self, batch: Batch) -> Dict[str, tf.Tensor]:
         config = self.config
         steps = batch.sequence.steps  # [T + 1, B, ...]
         inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first,

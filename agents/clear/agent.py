@@ -2,9 +2,9 @@
 
 from typing import Any, Callable, Tuple
 
-from reverb_agents.agents import configs, contract
+from reverb_agents.agents import contract, network_config
 from reverb_agents.agents.clear.config import CLEARConfig
-from reverb_agents.agents.clear.learning import CRITIC_PRETRAIN_METRICS, METRICS, CLEARLearner
+from reverb_agents.agents.clear.learning import METRICS, CLEARLearner
 from reverb_agents.networks.cores import ActorCriticCore
 from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.popart import METRICS as POPART_METRICS, task_metric_names
@@ -38,26 +38,26 @@ class CLEAR(contract.Agent):
         # The previous reward enters the core as the learner sees it (the seed).
         return ActorCriticCore(observation_space, action_space,
                                hidden_sizes=config.hidden_sizes,
-                               lstm_size=configs.lstm_units(config),
+                               lstm_size=network_config.lstm_units(config),
                                **config.network.core_options(),
-                               reward_transform=configs.reward_input(
+                               reward_transform=network_config.reward_input(
                                    config.prev_reward_input, config.reward_scaling,
                                    config.reward_clipping),
-                               **configs.normalization_options(config, observation_space))
+                               **network_config.normalization_options(config, observation_space))
 
     def build_learner(self, make_core: Callable[[], ActorCriticCore], action_space: ActionSpace,
                       config: CLEARConfig) -> CLEARLearner:
         return CLEARLearner(make_core(), action_space, config)
 
     def for_tasks(self, config: CLEARConfig, num_tasks: int) -> CLEARConfig:
-        return configs.for_tasks(config, num_tasks)
+        return network_config.for_tasks(config, num_tasks)
 
     def demo_files(self, config: CLEARConfig) -> Tuple[str, ...]:
         return config.signals.demo_files
 
     def metric_names(self, config: CLEARConfig, action_space: ActionSpace) -> Tuple[str, ...]:
-        # Critic pre-training steps return only theirs (`CLEARLearner.phase`).
-        return ((CRITIC_PRETRAIN_METRICS if config.critic_pretrain_steps else ()) + METRICS
+        # Critic pre-training steps return only theirs (`agents.extras`).
+        return (config.critic_pretrain.metric_names() + METRICS
                 + (POPART_METRICS + task_metric_names(config.num_tasks)
                    if config.value_normalization == 'popart' else ())
                 + config.signals.metric_names() + config.replay.metric_names()

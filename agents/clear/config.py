@@ -9,7 +9,9 @@ import dataclasses
 from typing import Tuple
 
 from reverb_agents.agents import configs
+from reverb_agents.agents import network_config
 from reverb_agents.agents.configs import field, require, sub_config
+from reverb_agents.agents.extras.critic_pretrain import CriticPretrainConfig
 from reverb_agents.agents.prior import PriorConfig
 from reverb_agents.agents.returns import REWARD_CLIPPINGS
 from reverb_agents.agents.signals.config import SignalsConfig
@@ -17,8 +19,6 @@ from reverb_agents.replay.batches import split_batch
 
 
 ADVANTAGES = ('vtrace', 'gae')
-# What critic pre-training trains (`critic_pretrain_variables`).
-CRITIC_PRETRAIN_VARIABLES = ('baseline', 'all')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,9 +40,9 @@ class CLEARConfig:
     reward_scaling: float = field(1.0, 'rewards are multiplied by this, then clipped (the seed)')
     reward_clipping: str = field(
         'none', "clip the scaled reward: 'abs_one' (the seed's), 'soft_asymmetric' or 'none'")
-    value_normalization: str = field('popart', configs.VALUE_NORMALIZATION_DOC)
-    popart_step_size: float = field(3e-4, configs.POPART_STEP_DOC)
-    num_tasks: int = field(0, configs.NUM_TASKS_DOC)
+    value_normalization: str = field('popart', network_config.VALUE_NORMALIZATION_DOC)
+    popart_step_size: float = field(3e-4, network_config.POPART_STEP_DOC)
+    num_tasks: int = field(0, network_config.NUM_TASKS_DOC)
     # Loss weights.
     baseline_cost: float = field(0.5, 'weight of 0.5 * (vs - V)^2')
     entropy_cost: float = field(0.01, 'weight of the entropy bonus')
@@ -52,12 +52,8 @@ class CLEARConfig:
     policy_cloning_cost: float = field(0.01, 'weight of KL(mu || pi) on replayed rows')
     value_cloning_cost: float = field(0.005, 'weight of (V - V_mu)^2 on replayed rows')
     clip_advantage: bool = field(False, 'keep only positive advantages in the policy gradient')
-    critic_pretrain_steps: int = field(
-        0, 'first learner steps minimise the baseline loss alone, on Monte-Carlo returns '
-        '(the seed)')
-    critic_pretrain_variables: str = field(
-        'baseline', "what critic pre-training trains: 'baseline' (the value head alone: the "
-        "policy does not move) or 'all' (every core variable, torso and LSTM too, as the seed)")
+    # --critic_pretrain_steps, --critic_pretrain_variables (`agents.extras`).
+    critic_pretrain: CriticPretrainConfig = sub_config(CriticPretrainConfig)
     # Reward signals (curiosity, GAIL) and behavioural cloning (`agents.signals`).
     signals: SignalsConfig = sub_config(SignalsConfig)
     # Optimiser (Adam or RMSProp, `--optimizer`).
@@ -67,29 +63,27 @@ class CLEARConfig:
     hidden_sizes: Tuple[int, ...] = field((64, 64), 'MLP torso for vector observations')
     # --torso, --memory; the torso's features also go around the memory (--memory_skip):
     # docs/benchmarks.md#untuned-defaults
-    network: configs.NetworkConfig = sub_config(configs.network_with_skip)
-    normalize: bool = field(True, configs.NORMALIZE_DOC)
-    prev_reward_input: str = field('transformed', configs.PREV_REWARD_DOC)
+    network: network_config.NetworkConfig = sub_config(network_config.network_with_skip)
+    normalize: bool = field(True, network_config.NORMALIZE_DOC)
+    prev_reward_input: str = field('transformed', network_config.PREV_REWARD_DOC)
 
     def __post_init__(self):
         configs.require_positive(self, 'batch_size', 'unroll_length', 'min_replay_size')
         configs.require_fraction(self, 'discounting', 'gae_lambda', 'vtrace_lambda')
         configs.require_choice('advantage', self.advantage, ADVANTAGES)
-        configs.require_choice('critic_pretrain_variables', self.critic_pretrain_variables,
-                               CRITIC_PRETRAIN_VARIABLES)
         require(self.entropy_anneal_steps >= 0,
                 f'entropy_anneal_steps must be >= 0, got {self.entropy_anneal_steps}')
         require((self.entropy_cost_final >= 0) == (self.entropy_anneal_steps > 0),
                 'entropy annealing needs both --entropy_cost_final >= 0 and '
                 '--entropy_anneal_steps > 0')
         configs.require_choice('reward_clipping', self.reward_clipping, REWARD_CLIPPINGS)
-        configs.check_value_normalization(self)
-        configs.check_memory(self)
+        network_config.check_value_normalization(self)
+        network_config.check_memory(self)
         configs.require_choice('prev_reward_input', self.prev_reward_input,
-                               configs.PREV_REWARD_INPUTS)
+                               network_config.PREV_REWARD_INPUTS)
         configs.require_sizes('hidden_sizes', self.hidden_sizes)
         for name in ('reward_scaling', 'baseline_cost', 'entropy_cost', 'policy_cloning_cost',
-                     'value_cloning_cost', 'lstm_size', 'critic_pretrain_steps'):
+                     'value_cloning_cost', 'lstm_size'):
             require(getattr(self, name) >= 0,
                     f'{name} must be >= 0 (a weight or a size), got {getattr(self, name)}')
         # split_batch is where replay_fraction's range is checked.

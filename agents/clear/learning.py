@@ -9,19 +9,9 @@ value and every loss is masked there. `advantage='gae'` replaces V-trace by
 generalised advantage estimation (the A3C meta-RL seed); the entropy weight
 may be annealed linearly over learner steps (`entropy_cost`).
 
-Critic pre-training (the seed's `build_critic_learner`, `critic_pretrain_steps`):
-the first learner steps minimise the squared error of the baseline to
-Monte-Carlo returns of the transformed rewards (bootstrapped with the current
-baseline at each sequence's end), with an optimiser of their own. By default
-(`critic_pretrain_variables='baseline'`) only the baseline head learns, so every
-variable the policy's output depends on stays as it is: the seed's default
-critic is a network of its own, which its pre-training moves without touching
-the actor, and here the torso and LSTM are the policy's too. 'all' differentiates
-with respect to every trainable variable of the core, as the seed's loss does
-(`tf.trainable_variables()`): the torso and LSTM move, and the policy with them.
-The phase follows `num_steps`, which the checkpoint holds, so a resumed run
-continues in the right one; `phase()` tells the wiring, which compiles one step
-per phase (`launch.learning.data.make_learn`).
+Critic pre-training (`--critic_pretrain_steps`, the seed's `build_critic_learner`) is
+an extra the config declares (`agents.extras.critic_pretrain`): the base's `step` runs
+it on the rewards as `transformed_rewards` gives them, then this learner's `learn`.
 
 Value normalisation (`value_normalization='popart'`, `networks.popart`): the
 baseline head (and each intrinsic component's value) is learned in normalised
@@ -49,7 +39,7 @@ from typing import Dict, Optional, Tuple
 
 import tensorflow as tf
 
-from reverb_agents.agents import contract, returns, vtrace
+from reverb_agents.agents import returns, vtrace
 from reverb_agents.agents.signals import losses as signal_losses
 from reverb_agents.agents.clear import losses
 from reverb_agents.agents.clear.config import CLEARConfig
@@ -57,7 +47,7 @@ from reverb_agents.agents.learner_base import LearnerBase
 from reverb_agents.agents.slots import create_slots
 from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
 from reverb_agents.networks.distributions import ActionSpace
-from reverb_agents.networks.popart import PopArtLinear, task_metrics, update_by_task
+from reverb_agents.networks.popart import PopArtLinear, update_by_task, update_statistics
 from reverb_agents.replay import trajectory
 from reverb_agents.replay.dataset import Batch
 
@@ -65,21 +55,16 @@ from reverb_agents.replay.dataset import Batch
 METRICS = ('loss/policy_gradient', 'loss/baseline', 'loss/entropy', 'loss/policy_cloning',
            'loss/value_cloning', 'loss/total_loss', 'grad_norm', 'learning_rate', 'entropy_cost',
            'mean_rho')
-CRITIC_PRETRAIN_METRICS = ('critic_pretrain/baseline_loss', 'critic_pretrain/grad_norm',
-                           'critic_pretrain/learning_rate')
-PHASES = ('critic_pretrain', contract.LEARN)
 
 
 class CLEARLearner(LearnerBase):
-    """Owns the core, the optimiser and the counters; `step(batch)` learns."""
+    """Owns the core, the optimiser and the counters; `step(batch)` learns (`learn`, after
+    critic pre-training's steps when the config declares them)."""
 
     def __init__(self, core: ActorCriticCore, action_space: ActionSpace, config: CLEARConfig):
         super().__init__(config, name='clear_learner')
         self.core = core
         self._action_space = action_space
-        self._pretraining = config.critic_pretrain_steps > 0
-        if self._pretraining:  # its own slots, as the seed's critic learner has
-            self.critic_optimizer = self.make_optimizer(self.learning_rate)
         signals = config.signals
         self.attach_extras(core, action_space, config.unroll_length, config.batch_size)
         self._gammas = tf.constant(signals.gammas, tf.float32)
@@ -93,8 +78,6 @@ class CLEARLearner(LearnerBase):
                 count_per_group=tasks > 1, name='signal_values')
             self.signal_values(tf.zeros([1, core.features_size]))
         create_slots(self.optimizer, self._learned_variables())
-        if self._pretraining:
-            create_slots(self.critic_optimizer, self._critic_variables())
 
     def _learned_variables(self) -> Tuple[tf.Variable, ...]:
         """What the learning step (and BC pre-training, the core's prefix of it) trains."""
@@ -103,30 +86,11 @@ class CLEARLearner(LearnerBase):
             variables += self.signal_values.trainable_variables
         return variables
 
-    def _critic_variables(self) -> Tuple[tf.Variable, ...]:
-        """What critic pre-training trains (`critic_pretrain_variables`)."""
-        if self.config.critic_pretrain_variables == 'all':
-            return self.core.trainable_variables
-        return self.core.parts.baseline_head.trainable_variables
-
-    def phase(self) -> str:
-        """'critic_pretrain' for the first `critic_pretrain_steps` steps, then 'learn'."""
-        if self._pretraining and int(self.num_steps.numpy()) >= self.config.critic_pretrain_steps:
-            self._pretraining = False
-        return PHASES[0] if self._pretraining else PHASES[1]
-
-    def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
-        """One update of the current phase; scalar metrics (the TensorBoard names:
-        `METRICS`, or `CRITIC_PRETRAIN_METRICS` while pre-training the critic)."""
-        if tf.executing_eagerly():  # traced inside a caller's function: it set the phase
-            self.phase()
-        if self._pretraining:
-            return self._critic_step(batch)
-        return self._learn_step(batch)
-
-    def _transformed(self, steps, v_t: tf.Tensor, mask_t: tf.Tensor):
-        """(rewards, discounts) `[T, B]` as the losses see them: transformed rewards,
-        gamma; at placeholder steps r = V and discount 0 (their target is their value)."""
+    def transformed_rewards(self, steps, v_t: tf.Tensor, mask_t: tf.Tensor
+                            ) -> Tuple[tf.Tensor, tf.Tensor]:
+        """(rewards, discounts) `[T, B]` as the losses see them: scaled, clipped rewards
+        times `extrinsic_strength`, gamma; at placeholder steps r = V and discount 0
+        (their target is their value)."""
         config = self.config
         r_t = returns.transform_rewards(steps.reward[:-1], config.reward_scaling,
                                         config.reward_clipping) * config.signals.extrinsic_strength
@@ -157,29 +121,6 @@ class CLEARLearner(LearnerBase):
                               / float(config.entropy_anneal_steps), 1.0)
         return config.entropy_cost + (config.entropy_cost_final - config.entropy_cost) * fraction
 
-    @tf.function(autograph=False)
-    def _critic_step(self, batch: Batch) -> Dict[str, tf.Tensor]:
-        """The baseline on Monte-Carlo returns: its head alone, or every core variable
-        (`critic_pretrain_variables`); the policy head gets no gradient either way."""
-        steps = batch.sequence.steps  # [T + 1, B, ...]
-        inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first,
-                            steps.task)
-        mask_t = trajectory.valid_mask(steps.first)  # [T, B]
-        variables = self._critic_variables()
-        with tf.GradientTape() as tape:
-            outputs, _ = self.core.unroll(inputs, batch.sequence.core_state)
-            v_t = outputs.baseline[:-1]
-            r_t, discount_t = self._transformed(steps, v_t, mask_t)
-            g_t = returns.discounted_returns(r_t, discount_t,
-                                             tf.stop_gradient(outputs.baseline[-1]))
-            normalize = self._normalizer(steps)
-            loss = tf.reduce_sum(mask_t * losses.baseline_loss(normalize(g_t), normalize(v_t)))
-        grad_norm = self._apply(tape.gradient(loss, variables), variables, batch.replayed,
-                                tf.shape(mask_t)[0], self.critic_optimizer)
-        return {'critic_pretrain/baseline_loss': loss, 'critic_pretrain/grad_norm': grad_norm,
-                'critic_pretrain/learning_rate': tf.identity(self.learning_rate),
-                **self._update_statistics(g_t, mask_t, steps.task[:-1])}
-
     def _normalizer(self, steps):
         """Unnormalised values `[T, B]` (steps `[T + 1, B]`) -> PopArt's normalised
         units, each step in its task's (the identity without normalisation)."""
@@ -193,15 +134,13 @@ class CLEARLearner(LearnerBase):
         valid steps `mask_t` `[T, B]` move the statistics, each of the task `task_t`
         `[T, B]` its step is in; returns their metrics (none without normalisation)."""
         head = self.core.parts.baseline_head
-        if not head.normalized_output:
-            return {}
-        update_by_task(head, vs_t, mask_t, task_t)
-        if signal_vs_t is not None:
+        metrics = update_statistics(head, vs_t, mask_t, task_t)
+        if head.normalized_output and signal_vs_t is not None:
             update_by_task(self.signal_values, signal_vs_t, mask_t, task_t)
-        return {**head.metrics(), **task_metrics(head)}
+        return metrics
 
     @tf.function(autograph=False)  # no tensor-dependent Python control flow; tracing is ~3x faster
-    def _learn_step(self, batch: Batch) -> Dict[str, tf.Tensor]:
+    def learn(self, batch: Batch) -> Dict[str, tf.Tensor]:
         # Long: one traced step read top to bottom: unroll, targets, V-trace, the three losses,
         # extras, apply.
         config = self.config
@@ -218,7 +157,7 @@ class CLEARLearner(LearnerBase):
             tf.nest.map_structure(lambda x: x[:-1], steps.observation))
         signal_metrics = {}
         if config.signals.intrinsic:  # the models as they are, then one update of each
-            signal_r_t, signal_metrics = self.signals.rewards_and_train(
+            signal_r_t, signal_metrics = self.extras.signal_rewards(
                 steps.observation, steps.action, mask_t, self.num_steps)
 
         with tf.GradientTape() as tape:
@@ -229,7 +168,7 @@ class CLEARLearner(LearnerBase):
             log_pi_t = self._action_space.log_prob(params_t, action_t)  # [T, B]
 
             # At placeholder steps, r = V and discount = 0 make vs = V and A = 0.
-            r_t, discount_t = self._transformed(steps, v_t, mask_t)
+            r_t, discount_t = self.transformed_rewards(steps, v_t, mask_t)
             log_rhos = log_pi_t - steps.behaviour_log_prob[:-1]
             targets = self._targets(log_rhos, discount_t, r_t, v_t, bootstrap_value)
             entropy_cost = self.entropy_cost()

@@ -3,6 +3,7 @@
 from typing import Any, Callable, Optional, Tuple
 
 from reverb_agents.agents import configs, contract
+from reverb_agents.agents import network_config
 from reverb_agents.agents.sac.config import SACConfig
 from reverb_agents.agents.sac.learning import SACLearner, metric_names
 from reverb_agents.networks.cores import ActorCriticCore, SoftQPolicySpec
@@ -63,11 +64,11 @@ class SAC(contract.Agent):
         # previous action and reward, as meta-RL cores do.
         return ActorCriticCore(observation_space, action_space,
                                hidden_sizes=config.hidden_sizes,
-                               lstm_size=configs.lstm_units(config),
+                               lstm_size=network_config.lstm_units(config),
                                **config.network.core_options(),
-                               condition_on_previous=configs.recurrent(config), baseline=False,
+                               condition_on_previous=network_config.recurrent(config), baseline=False,
                                normalize_observations=config.normalize,
-                               reward_transform=configs.reward_input(config.prev_reward_input,
+                               reward_transform=network_config.reward_input(config.prev_reward_input,
                                                                      config.reward_scaling))
 
     def build_learner(self, make_core: Callable[[], ActorCriticCore], action_space: ActionSpace,

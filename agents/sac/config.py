@@ -17,6 +17,7 @@ import math
 from typing import Any, Optional, Tuple
 
 from reverb_agents.agents import configs
+from reverb_agents.agents import network_config
 from reverb_agents.agents.configs import field, require, sub_config
 from reverb_agents.agents.prior import PriorConfig
 from reverb_agents.agents.signals.config import SignalsConfig
@@ -76,8 +77,8 @@ class SACConfig:
     unroll_length: int = field(1, 'transitions learned per stored sequence (recurrent: e.g. 8)')
     memory_learns_from_critics: bool = field(
         True, "recurrent: the critics' TD loss also trains the actor's LSTM and torso")
-    network: configs.NetworkConfig = sub_config(configs.NetworkConfig)  # --torso, --memory
-    prev_reward_input: str = field('transformed', configs.PREV_REWARD_DOC)
+    network: network_config.NetworkConfig = sub_config(network_config.NetworkConfig)  # --torso, --memory
+    prev_reward_input: str = field('transformed', network_config.PREV_REWARD_DOC)
     dqda_clipping: Optional[float] = field(
         None, 'clip each element of dQ/da in the actor loss; unset: off')
     normalize: bool = field(
@@ -106,9 +107,9 @@ class SACConfig:
                                  'target_update_period', 'actor_learning_rate',
                                  'alpha_learning_rate')
         configs.require_fraction(self, 'discounting')
-        configs.check_memory(self)
+        network_config.check_memory(self)
         configs.require_choice('prev_reward_input', self.prev_reward_input,
-                               configs.PREV_REWARD_INPUTS)
+                               network_config.PREV_REWARD_INPUTS)
         configs.require_choice('discrete_policy', self.discrete_policy, DISCRETE_POLICIES)
         configs.require_sizes('hidden_sizes', self.hidden_sizes)
         configs.require_sizes('critic_hidden_sizes', self.critic_hidden_sizes)
@@ -130,7 +131,7 @@ class SACConfig:
              f'dqda_clipping must be positive (unset: off), got {self.dqda_clipping}'),
             (self.reward_weights is None or len(self.reward_weights) >= 1,
              'reward_weights must hold at least one number'),
-            (self.discrete_policy == 'actor' or not configs.recurrent(self),
+            (self.discrete_policy == 'actor' or not network_config.recurrent(self),
              f"discrete_policy='critic' acts from the critics of the observation alone: it "
              f"needs a feed-forward agent (lstm_size 0), got lstm_size {self.lstm_size}"),
             (self.discrete_policy == 'actor' or self.reward_weights is None,

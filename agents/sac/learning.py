@@ -530,7 +530,7 @@ class SACLearner(LearnerBase):
                                            tf.tile(weights, [self.config.unroll_length]))
 
     @tf.function(autograph=False)
-    def step(self, batch: Batch) -> Dict[str, tf.Tensor]:
+    def learn(self, batch: Batch) -> Dict[str, tf.Tensor]:
         """One update from `[burn_in + T + n, B]` sequences. Returns scalar metrics."""
         # Long: the two nested tapes must hold the actor's unroll and both losses in one scope.
         config = self.config
@@ -547,7 +547,7 @@ class SACLearner(LearnerBase):
         inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first)
         signal_rewards, signal_metrics = None, {}
         if config.signals.intrinsic:  # steps 0..T + n - 2, real where the next is no `first`
-            signal_rewards, signal_metrics = self.signals.rewards_and_train(
+            signal_rewards, signal_metrics = self.extras.signal_rewards(
                 steps.observation, steps.action, trajectory.valid_mask(steps.first),
                 self.num_steps)
         # The critics see what the actor's torso sees.

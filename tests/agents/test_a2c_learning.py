@@ -1,12 +1,25 @@
 """A2C, the fourth agent (agents/a2c/: a config, two losses, a learner, its contract,
 one line in agents/registry.py), learning through the wiring that runs the others: its
-defaults solve CartPole, and behavioural cloning comes with it from the `signals`
-sub-config it declares (the prior's KL, from `prior`: tests/agents/test_prior.py)."""
+defaults solve CartPole; behavioural cloning and critic pre-training come with it from
+the `signals` and `critic_pretrain` sub-configs it declares (the prior's KL, from
+`prior`: tests/agents/test_prior.py)."""
 
 import csv
 import os
 
+import gymnasium as gym
+import numpy as np
+import tensorflow as tf
+
 from reverb_agents import train
+from reverb_agents.agents import configs
+from reverb_agents.agents.a2c.config import A2CConfig
+from reverb_agents.agents.a2c.learning import METRICS, A2CLearner
+from reverb_agents.networks.cores import ActorCriticCore
+from reverb_agents.networks.distributions import ActionSpace
+from reverb_agents.networks.observations import observation_spec
+from reverb_agents.replay import trajectory
+from reverb_agents.replay.dataset import Batch
 
 
 def test_a2c_defaults_solve_cartpole(tmp_path):
@@ -33,3 +46,41 @@ def test_a2c_clones_demonstrations_before_acting(tmp_path, cartpole_rule_demos):
     with open(os.path.join(result.logdir, 'progress.csv'), newline='') as f:
         progress = list(csv.DictReader(f))
     assert any(row.get('bc/loss') for row in progress), progress[-1]
+
+
+
+def test_a2c_pretrains_its_critic_by_declaring_it():
+    """`--critic_pretrain_steps` (the `critic_pretrain` sub-config, which A2C's learner
+    never names): the first steps fit the baseline head alone to Monte-Carlo returns,
+    the policy stays bit-identical, then A2C's own step learns."""
+    T, B = 5, 4
+    space, actions = gym.spaces.Box(-1, 1, (3,), np.float32), ActionSpace(gym.spaces.Discrete(3))
+    config = configs.from_flat(A2CConfig, dict(hidden_sizes=(8,), unroll_length=T, batch_size=B,
+                                               critic_pretrain_steps=20, learning_rate=0.05))
+    core = ActorCriticCore(space, actions, hidden_sizes=(8,))
+    core.create_variables()
+    learner = A2CLearner(core, actions, config)
+    rng = np.random.default_rng(0)
+    steps = trajectory.zeros(trajectory.step_spec(observation_spec(space),
+                                                  actions.action_specs(), actions.param_specs()),
+                             (T + 1, B))._replace(
+        observation=rng.uniform(-1, 1, (T + 1, B, 3)).astype(np.float32),
+        reward=rng.uniform(0, 1, (T + 1, B)).astype(np.float32),
+        discount=np.ones((T + 1, B), np.float32), first=np.zeros((T + 1, B), bool))
+    steps.first[0] = True
+    steps.discount[T - 1] = 0.0  # pure Monte-Carlo returns: a fixed regression target
+    batch = Batch(trajectory.Sequence(steps, core.initial_state(B)), tf.zeros([B], tf.bool))
+    head = core.parts.baseline_head.trainable_variables
+    policy = [v for v in core.trainable_variables if all(v is not h for h in head)]
+    before = [v.numpy().copy() for v in policy]
+    losses = []
+    for _ in range(20):
+        assert learner.phase() == 'critic_pretrain'
+        metrics = learner.step(batch)
+        assert sorted(metrics) == sorted(config.critic_pretrain.metric_names())
+        losses.append(float(metrics['critic_pretrain/baseline_loss']))
+    assert losses[-1] < 0.5 * losses[0], losses
+    for b, v in zip(before, policy):
+        np.testing.assert_array_equal(b, v.numpy())
+    assert learner.phase() == 'learn'
+    assert set(METRICS) <= set(learner.step(batch))

@@ -13,6 +13,7 @@ import pytest
 import tensorflow as tf
 
 from reverb_agents.agents import configs
+from reverb_agents.agents import network_config
 from reverb_agents.agents.signals import config as signals_config
 from reverb_agents.agents.clear.config import CLEARConfig
 from reverb_agents.agents.clear.learning import CLEARLearner
@@ -442,7 +443,7 @@ def test_critic_pretraining_of_all_variables_moves_torso_and_lstm():
     """`critic_pretrain_variables='all'`: the seed's gradient of the baseline loss with
     respect to every trainable variable. The torso and the LSTM move with the baseline
     head, the policy head gets no gradient, and the baseline fits the returns."""
-    assert CLEARConfig().critic_pretrain_variables == 'baseline'
+    assert CLEARConfig().critic_pretrain.critic_pretrain_variables == 'baseline'
     learner, core, action_space = make_learner(8, critic_pretrain_steps=30, learning_rate=0.05,
                                                critic_pretrain_variables='all')
     batch = make_batch(core, action_space, num_replayed=2)
@@ -468,7 +469,7 @@ def test_critic_pretraining_of_all_variables_moves_torso_and_lstm():
 
 def test_critic_pretrain_variables_is_checked():
     with pytest.raises(ValueError, match='critic_pretrain_variables'):
-        CLEARConfig(critic_pretrain_variables='torso')
+        configs.from_flat(CLEARConfig, {'critic_pretrain_variables': 'torso'})
 
 
 def test_a_restored_learner_resumes_in_its_phase(tmp_path):
@@ -597,7 +598,7 @@ def test_observation_normalisation_follows_the_batches(feedforward):
     statistics each step updates from its batch before learning from it."""
     learner, core, action_space = feedforward.fresh()
     config = learner.config
-    assert config.normalize and configs.normalizes(config.normalize, OBS_SPACE)
+    assert config.normalize and network_config.normalizes(config.normalize, OBS_SPACE)
     assert configs.from_flat(CLEARConfig, {}).normalize
     batch = make_batch(core, action_space, num_replayed=0)
     observation = batch.sequence.steps.observation * 1000.0 + 50.0
@@ -613,6 +614,6 @@ def test_observation_normalisation_follows_the_batches(feedforward):
 def test_only_vector_observations_are_normalised():
     image = gym.spaces.Box(0, 255, (8, 8, 1), np.uint8)
     mapping = gym.spaces.Dict({'x': OBS_SPACE})
-    assert configs.normalizes(True, OBS_SPACE)
-    assert not configs.normalizes(True, image) and not configs.normalizes(True, mapping)
-    assert not configs.normalizes(False, OBS_SPACE)
+    assert network_config.normalizes(True, OBS_SPACE)
+    assert not network_config.normalizes(True, image) and not network_config.normalizes(True, mapping)
+    assert not network_config.normalizes(False, OBS_SPACE)

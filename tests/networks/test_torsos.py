@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from reverb_agents.agents import configs
+from reverb_agents.agents import network_config
 from reverb_agents.networks import torsos
 
 
@@ -174,7 +174,7 @@ def test_too_small_image_called_directly_is_a_clear_error():
 
 
 def test_the_configs_offer_every_torso_kind():
-    assert set(configs.TORSOS) == set(torsos.KINDS)
+    assert set(network_config.TORSOS) == set(torsos.KINDS)
 
 
 @pytest.mark.parametrize("kind, shape", [("nature_cnn", (84, 84, 4)), ("minatar", (10, 10, 4)),
