@@ -26,6 +26,8 @@ ATARI = ["ale-py==0.12.1", "opencv-python-headless>=4.8,<4.12"]
 MUJOCO = ["mujoco>=3.2,<4", "imageio", "packaging"]
 # mkdocs.yml's site, with the API reference read from docstrings (docs/reference.md)
 DOCS = ["mkdocs>=1.5,<2", "mkdocstrings[python]>=0.26"]
+# reverb-agents tune (launch/tuning/): Optuna and its SQLite storage; leaves the pins alone
+TUNE = ["optuna>=4"]
 
 setup(
     name="reverb-agents",
@@ -54,9 +56,10 @@ setup(
     extras_require={
         # the tests exercise every launcher (Ray's included) and every environment suite
         # ... and the documentation site builds (tests/test_docs.py)
-        "test": ["pytest>=7", "pytest-xdist>=3"] + RAY + MINATAR + ATARI + MUJOCO + DOCS,
+        "test": ["pytest>=7", "pytest-xdist>=3"] + RAY + MINATAR + ATARI + MUJOCO + DOCS + TUNE,
         # launch/runners/ray_launcher.py (--launcher=ray): the version that installs with the pinned stack
         "ray": RAY,
+        "tune": TUNE,
         "minatar": MINATAR,
         "atari": ATARI,
         "mujoco": MUJOCO,

@@ -20,14 +20,17 @@ Their fields are flags with the same flat names (`--learning_rate`,
 `--replay_size`); an agent sets its own defaults by giving its config a
 default sub-config (`dataclasses.field(default_factory=...)`).
 `from_flat` builds a config from flat names, which is how flags, tests and
-`run_config.json` create one. The network sub-config and the normalisation fields
-(torsos, memory, PopArt) are `agents.network_config`'s; the extras' sub-configs are
-their own modules' (`agents.extras`).
+`run_config.json` create one. A field worth tuning declares its search space beside
+its default (`field(3e-4, doc, search=LogUniform(1e-5, 1e-2))`, `agents.search`).
+The network sub-config and the normalisation fields (torsos, memory, PopArt) are
+`agents.network_config`'s; the extras' sub-configs are their own modules'
+(`agents.extras`).
 """
 
 import dataclasses
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from reverb_agents.agents.search import Choice, LogUniform
 from reverb_agents.replay.batches import REPLAY_EVICTIONS
 
 LEARNING_RATE_SCHEDULES = ('linear', 'constant')
@@ -35,9 +38,10 @@ OPTIMIZERS = ('adam', 'rmsprop')
 REPLAY_SAMPLERS = ('uniform', 'prioritized')
 
 
-def field(default: Any, doc: str) -> Any:
-    """A config field with its one-line doc (the flag's help)."""
-    return dataclasses.field(default=default, metadata={'doc': doc})
+def field(default: Any, doc: str, search: Any = None) -> Any:
+    """A config field with its one-line doc (the flag's help) and, where it is worth
+    tuning, the range `reverb-agents tune` searches (`agents.search`)."""
+    return dataclasses.field(default=default, metadata={'doc': doc, 'search': search})
 
 
 def sub_config(factory) -> Any:
@@ -46,7 +50,10 @@ def sub_config(factory) -> Any:
 
 
 def doc(config_field: dataclasses.Field) -> str:
-    return config_field.metadata.get('doc', '')
+    """The field's doc, with its search space's range where it has one."""
+    text = config_field.metadata.get('doc', '')
+    space = config_field.metadata.get('search')
+    return f'{text}; tuned over {space.describe()}' if space is not None else text
 
 
 def require(ok: bool, message: str) -> None:
@@ -80,7 +87,7 @@ def require_sizes(name: str, sizes: Tuple[int, ...]) -> None:
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
     optimizer: str = field('adam', "'adam' or 'rmsprop' (IMPALA's and ChainerRL ACER's)")
-    learning_rate: float = field(1e-3, 'step size')
+    learning_rate: float = field(1e-3, 'step size', search=LogUniform(1e-5, 1e-2))
     learning_rate_schedule: str = field(
         'linear', "'linear' (to 0 at the env-step budget, as IMPALA) or 'constant'")
     adam_beta1: float = field(0.9, 'Adam first-moment decay')
@@ -90,7 +97,8 @@ class OptimizerConfig:
     rmsprop_momentum: float = field(0.0, 'RMSProp momentum (IMPALA: 0)')
     rmsprop_epsilon: float = field(0.1, 'RMSProp epsilon (IMPALA: 0.1; ChainerRL ACER: 4e-3)')
     rmsprop_centered: bool = field(False, 'RMSProp normalised by the variance, not the mean square')
-    clip_grad_norm: Optional[float] = field(40.0, 'global-norm gradient clip; unset or 0 disables')
+    clip_grad_norm: Optional[float] = field(40.0, 'global-norm gradient clip; unset or 0 disables',
+                                            search=Choice(0.5, 5.0, 40.0))
 
     def __post_init__(self):
         require_choice('optimizer', self.optimizer, OPTIMIZERS)

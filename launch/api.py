@@ -49,6 +49,9 @@ from reverb_agents.launch.learning.callbacks import (Callback, CallbackLike, Che
                                                      StopTraining, TrainingProgress)
 from reverb_agents.launch.policies.load import Policy, load_policy
 from reverb_agents.launch.runs.preset_files import NO_PRESET
+from reverb_agents.launch.tuning import tune as tuning
+from reverb_agents.launch.tuning.outputs import TuneResult
+from reverb_agents.launch.tuning.spaces import flag as flag_text
 from reverb_agents.networks import user as user_lib
 from reverb_agents.networks import user_spec
 
@@ -225,5 +228,33 @@ def train(agent: str = 'clear', env: Optional[EnvSource] = None,
     return Result(summary, options.logdir, policy, options.env, bool(events and events.stopped))
 
 
+def tune(agent: str, env: str, trials: int = 20, trial_steps: Optional[int] = None, *,
+         preset: Union[bool, str] = True, jobs: int = 1, study: str = '', storage: str = '',
+         study_dir: str = '', search: Sequence[str] = (), space: str = '',
+         objective: str = 'final', pruner: str = 'median', evaluations: int = 5,
+         **overrides: Any) -> TuneResult:
+    """`reverb-agents tune` (`launch/tuning/tune.py`, docs/tuning.md) with typed
+    arguments: `env` a gymnasium id (trials are processes of their own), `overrides`
+    any train flag, passed to every trial (a config field given here is fixed, out of
+    the search). Raises ValueError (one line) for bad input."""
+    argv = ['tune', f'--agent={agent}', f'--env={env}', f'--trials={trials}',
+            f'--jobs={jobs}', f'--study={study}', f'--storage={storage}',
+            f'--study_dir={study_dir}', f'--search={",".join(search)}', f'--space={space}',
+            f'--objective={objective}', f'--pruner={pruner}', f'--evaluations={evaluations}']
+    if trial_steps is not None:
+        argv.append(f'--trial_steps={trial_steps}')
+    if preset is not True:
+        argv.append(f'--preset={preset or NO_PRESET}')
+    _user_networks(overrides)
+    fv = flags.FlagValues()
+    command_line.define_flags(fv)
+    for name, value in overrides.items():
+        if name not in fv:
+            raise ValueError(f'unknown keyword {name!r}: not a flag of launch/run.py')
+        argv.append(flag_text(name, _typed(fv[name], name, value)))
+    return tuning.run(argv)
+
+
 __all__ = ['Callback', 'CheckpointSaved', 'EarlyStopping', 'EvaluationResult', 'Result',
-           'StopTraining', 'TrainingProgress', 'register_env', 'train', 'load_policy']
+           'StopTraining', 'TrainingProgress', 'TuneResult', 'register_env', 'train', 'tune',
+           'load_policy']

@@ -1,6 +1,7 @@
 """`reverb-agents COMMAND [flags]`: the installed command for the scripts in `launch/`.
 
     reverb-agents train --preset=clear_cartpole     # launch/run.py
+    reverb-agents tune --agent=clear --env=ID ...   # launch/tune.py
     reverb-agents evaluate --saved_model=DIR        # launch/tools/evaluate.py
     reverb-agents record|plot|benchmark ...         # launch/tools/record.py, plot.py, ...
     reverb-agents presets                           # the presets' names
@@ -16,6 +17,7 @@ from typing import List, Optional
 
 COMMANDS = {  # command: (module in reverb_agents.launch, what it does)
     'train': ('command_line.train', 'train an agent (a preset, an environment, any config field)'),
+    'tune': ('tuning.tune', "search an agent's settings on an environment (Optuna trials)"),
     'evaluate': ('tools.evaluate', 'play episodes with an exported policy (TensorFlow only)'),
     'record': ('tools.record', "record an exported policy's episodes as demonstrations"),
     'plot': ('tools.plot', 'plot the learning curves of runs (PNG)'),

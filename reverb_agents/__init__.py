@@ -6,7 +6,7 @@ The checkout's folders are installed under this one name (setup.py's
 The Python API is here, loaded on first use so that `import reverb_agents`
 starts no TensorFlow:
 
-    from reverb_agents import train, load_policy
+    from reverb_agents import train, load_policy, tune
 
 That first use imports TensorFlow with its native start-up lines (CUDA
 factories, oneDNN, CPU features, TF-TRT) filtered from the process's
@@ -18,7 +18,7 @@ import importlib
 
 __version__ = '0.1.0'
 
-_API = {'train': 'reverb_agents.launch.api', 'Result': 'reverb_agents.launch.api',
+_API = {**{name: 'reverb_agents.launch.api' for name in ('train', 'Result', 'tune', 'TuneResult')},
         **{name: 'reverb_agents.launch.policies.load' for name in ('load_policy', 'Policy')},
         **{name: 'reverb_agents.launch.learning.callbacks' for name in (
             'Callback', 'CheckpointSaved', 'EarlyStopping', 'EvaluationResult', 'StopTraining',

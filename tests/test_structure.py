@@ -32,9 +32,9 @@ TOOLS = 'launch.tools'
 # launch/'s rooms, lowest first: a room imports only rooms before it (and itself)
 ROOMS = (('launch.runs', 'launch.environments'), ('launch.acting',), ('launch.building',),
          ('launch.policies',), ('launch.evaluation',), ('launch.learning',),
-         ('launch.runners',), ('launch.command_line',))
+         ('launch.runners',), ('launch.command_line',), ('launch.tuning',))
 # launch/'s top: what users type or import, above every room
-ENTRY_POINTS = ('launch', 'launch.api', 'launch.cli', 'launch.run')
+ENTRY_POINTS = ('launch', 'launch.api', 'launch.cli', 'launch.run', 'launch.tune')
 SCREEN = 60  # lines of a function, its signature and docstring included
 
 

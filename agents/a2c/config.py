@@ -12,6 +12,7 @@ from typing import Tuple
 
 from reverb_agents.agents import configs
 from reverb_agents.agents import network_config
+from reverb_agents.agents import search
 from reverb_agents.agents.configs import field, require, sub_config
 from reverb_agents.agents.extras.critic_pretrain import CriticPretrainConfig
 from reverb_agents.agents.prior import PriorConfig
@@ -22,12 +23,17 @@ from reverb_agents.agents.signals.config import SignalsConfig
 class A2CConfig:
     batch_size: int = field(16, 'sequences per learner step, all fresh (one per environment: '
                             'each batch is the latest round of every environment)')
-    unroll_length: int = field(8, 'learner unroll T; stored sequences hold T + 1 steps')
-    discounting: float = field(0.99, 'gamma')
+    unroll_length: int = field(8, 'learner unroll T; stored sequences hold T + 1 steps',
+                               search=search.Choice(5, 8, 16, 32))
+    discounting: float = field(0.99, 'gamma',
+                               search=search.DISCOUNTS)
     gae_lambda: float = field(0.95, "GAE's lambda (1: Monte-Carlo returns bootstrapped "
-                              "at the sequence's end)")
-    baseline_cost: float = field(0.5, 'weight of 0.5 * (G - V)^2')
-    entropy_cost: float = field(0.01, 'weight of the entropy bonus')
+                              "at the sequence's end)",
+                              search=search.LAMBDAS)
+    baseline_cost: float = field(0.5, 'weight of 0.5 * (G - V)^2',
+                                 search=search.VALUE_COSTS)
+    entropy_cost: float = field(0.01, 'weight of the entropy bonus',
+                                search=search.ENTROPY_COSTS)
     replay: configs.ReplayConfig = sub_config(configs.ReplayConfig)  # the queue's size
     prior: PriorConfig = sub_config(PriorConfig)  # --prior_actor (agents.prior)
     signals: SignalsConfig = sub_config(SignalsConfig)  # cloning only: --bc_demos, ...
@@ -35,9 +41,10 @@ class A2CConfig:
     critic_pretrain: CriticPretrainConfig = sub_config(CriticPretrainConfig)
     optimizer: configs.OptimizerConfig = sub_config(configs.OptimizerConfig)
     lstm_size: int = field(0, 'LSTM units; 0 makes the core feed-forward')
-    hidden_sizes: Tuple[int, ...] = field((64, 64), 'MLP torso for vector observations')
+    hidden_sizes: Tuple[int, ...] = field((64, 64), 'MLP torso for vector observations',
+                                          search=search.HIDDEN_SIZES)
     network: network_config.NetworkConfig = sub_config(network_config.NetworkConfig)  # --torso, --memory
-    normalize: bool = field(True, network_config.NORMALIZE_DOC)
+    normalize: bool = field(True, network_config.NORMALIZE_DOC, search=search.Choice(True, False))
 
     def __post_init__(self):
         configs.require_positive(self, 'batch_size', 'unroll_length')

@@ -13,6 +13,7 @@ from typing import Optional, Tuple
 
 from reverb_agents.agents import configs
 from reverb_agents.agents import network_config
+from reverb_agents.agents import search
 from reverb_agents.agents.configs import field, require, sub_config
 from reverb_agents.agents.prior import PriorConfig
 from reverb_agents.agents.returns import REWARD_CLIPPINGS
@@ -23,9 +24,12 @@ AVERAGE_NETWORK_STATES = ('stored', 'reset')
 @dataclasses.dataclass(frozen=True)
 class ACERConfig:
     # Data and schedule.
-    batch_size: int = field(16, 'sequences per update (on-policy and replayed alike)')
-    unroll_length: int = field(20, 'T; stored sequences hold T + 1 steps')
-    replay_ratio: float = field(4.0, 'replayed updates after each on-policy one (n_times_replay)')
+    batch_size: int = field(16, 'sequences per update (on-policy and replayed alike)',
+                            search=search.Choice(8, 16, 32))
+    unroll_length: int = field(20, 'T; stored sequences hold T + 1 steps',
+                               search=search.UNROLL_LENGTHS)
+    replay_ratio: float = field(4.0, 'replayed updates after each on-policy one (n_times_replay)',
+                                search=search.Choice(0.0, 1.0, 2.0, 4.0, 8.0))
     replay_ratio_poisson: bool = field(
         False, 'draw the number of replayed updates from Poisson(replay_ratio)')
     replay_start_size: int = field(10_000, 'env steps in replay before replayed updates start')
@@ -34,7 +38,8 @@ class ACERConfig:
     replay: configs.ReplayConfig = sub_config(configs.ReplayConfig)
     prior: PriorConfig = sub_config(PriorConfig)  # --prior_actor (agents.prior)
     # Returns.
-    discounting: float = field(0.99, 'gamma')
+    discounting: float = field(0.99, 'gamma',
+                               search=search.DISCOUNTS)
     reward_clipping: str = field(
         'none', "'abs_one', 'soft_asymmetric' or 'none', applied after reward_scaling")
     reward_scaling: float = field(1.0, 'rewards are multiplied by this, then clipped')
@@ -46,13 +51,16 @@ class ACERConfig:
     num_tasks: int = field(0, network_config.NUM_TASKS_DOC)
     # Losses.
     pi_loss_coef: float = field(1.0, 'weight of the policy loss, entropy bonus included')
-    Q_loss_coef: float = field(0.5, 'weight of 0.5 * (Q_ret - Q)^2')
-    beta: float = field(1e-2, 'entropy bonus (inside pi_loss_coef, outside the trust region)')
+    Q_loss_coef: float = field(0.5, 'weight of 0.5 * (Q_ret - Q)^2',
+                               search=search.VALUE_COSTS)
+    beta: float = field(1e-2, 'entropy bonus (inside pi_loss_coef, outside the trust region)',
+                        search=search.ENTROPY_COSTS)
     truncation_threshold: Optional[float] = field(
         10.0, 'c of truncated importance sampling; unset disables')
     use_trust_region: bool = field(True, 'project the policy gradient (efficient trust region)')
     trust_region_alpha: float = field(0.99, 'decay of the average policy network')
-    trust_region_delta: float = field(1.0, 'bound on the KL step towards the average policy')
+    trust_region_delta: float = field(1.0, 'bound on the KL step towards the average policy',
+                                      search=search.LogUniform(0.1, 10.0))
     average_network_state: str = field(
         'stored', "the average network's LSTM state at a sequence's start: 'stored' (the "
         "actors' stored state, as the network's) or 'reset' (zeros, chainerrl's replay)")
@@ -61,12 +69,14 @@ class ACERConfig:
     # Optimiser (Adam or RMSProp, `--optimizer`).
     optimizer: configs.OptimizerConfig = sub_config(configs.OptimizerConfig)
     # Network.
-    lstm_size: int = field(64, 'LSTM units; 0 makes the core feed-forward')
-    hidden_sizes: Tuple[int, ...] = field((64, 64), 'MLP torso for vector observations')
+    lstm_size: int = field(64, 'LSTM units; 0 makes the core feed-forward',
+                           search=search.LSTM_SIZES)
+    hidden_sizes: Tuple[int, ...] = field((64, 64), 'MLP torso for vector observations',
+                                          search=search.HIDDEN_SIZES)
     # --torso, --memory; the torso's features also go around the memory (--memory_skip):
     # docs/benchmarks.md#untuned-defaults
     network: network_config.NetworkConfig = sub_config(network_config.network_with_skip)
-    normalize: bool = field(True, network_config.NORMALIZE_DOC)
+    normalize: bool = field(True, network_config.NORMALIZE_DOC, search=search.Choice(True, False))
     prev_reward_input: str = field('transformed', network_config.PREV_REWARD_DOC)
     advantage_hidden_sizes: Tuple[int, ...] = field((64,), 'MLP of A(x, a) (continuous actions)')
 

@@ -10,6 +10,7 @@ from typing import Tuple
 
 from reverb_agents.agents import configs
 from reverb_agents.agents import network_config
+from reverb_agents.agents import search
 from reverb_agents.agents.configs import field, require, sub_config
 from reverb_agents.agents.extras.critic_pretrain import CriticPretrainConfig
 from reverb_agents.agents.prior import PriorConfig
@@ -24,19 +25,24 @@ ADVANTAGES = ('vtrace', 'gae')
 @dataclasses.dataclass(frozen=True)
 class CLEARConfig:
     # Data.
-    batch_size: int = field(32, 'sequences per learner step (fresh + replayed)')
-    unroll_length: int = field(20, 'learner unroll T; stored sequences hold T + 1 steps')
-    replay_fraction: float = field(0.5, 'replayed share of a batch: 0 = IMPALA, 0.5 = CLEAR')
+    batch_size: int = field(32, 'sequences per learner step (fresh + replayed)',
+                            search=search.Choice(8, 16, 32, 64))
+    unroll_length: int = field(20, 'learner unroll T; stored sequences hold T + 1 steps',
+                               search=search.UNROLL_LENGTHS)
+    replay_fraction: float = field(0.5, 'replayed share of a batch: 0 = IMPALA, 0.5 = CLEAR',
+                                   search=search.Uniform(0.0, 0.875))
     min_replay_size: int = field(64, 'sequences in replay before it is sampled')
     replay: configs.ReplayConfig = sub_config(configs.ReplayConfig)
     prior: PriorConfig = sub_config(PriorConfig)  # --prior_actor (agents.prior)
     # Returns.
-    discounting: float = field(0.99, 'gamma')
+    discounting: float = field(0.99, 'gamma',
+                               search=search.DISCOUNTS)
     advantage: str = field('vtrace', "'vtrace' (off-policy corrected) or 'gae' (the A3C "
                            "meta-RL seed's generalised advantage estimation, no correction)")
     gae_lambda: float = field(1.0, "GAE's lambda (--advantage=gae)")
     vtrace_lambda: float = field(1.0, "V-trace's lambda: traces lambda * min(1, rho); 1 is "
-                                 "plain V-trace")
+                                 "plain V-trace",
+                                 search=search.LAMBDAS)
     reward_scaling: float = field(1.0, 'rewards are multiplied by this, then clipped (the seed)')
     reward_clipping: str = field(
         'none', "clip the scaled reward: 'abs_one' (the seed's), 'soft_asymmetric' or 'none'")
@@ -44,8 +50,10 @@ class CLEARConfig:
     popart_step_size: float = field(3e-4, network_config.POPART_STEP_DOC)
     num_tasks: int = field(0, network_config.NUM_TASKS_DOC)
     # Loss weights.
-    baseline_cost: float = field(0.5, 'weight of 0.5 * (vs - V)^2')
-    entropy_cost: float = field(0.01, 'weight of the entropy bonus')
+    baseline_cost: float = field(0.5, 'weight of 0.5 * (vs - V)^2',
+                                 search=search.VALUE_COSTS)
+    entropy_cost: float = field(0.01, 'weight of the entropy bonus',
+                                search=search.ENTROPY_COSTS)
     entropy_cost_final: float = field(-1.0, 'anneal the entropy weight linearly to this over '
                                       '--entropy_anneal_steps learner steps (< 0: no annealing)')
     entropy_anneal_steps: int = field(0, 'learner steps of the entropy annealing')
@@ -59,12 +67,14 @@ class CLEARConfig:
     # Optimiser (Adam or RMSProp, `--optimizer`).
     optimizer: configs.OptimizerConfig = sub_config(configs.OptimizerConfig)
     # Network.
-    lstm_size: int = field(64, 'LSTM units; 0 makes the core feed-forward')
-    hidden_sizes: Tuple[int, ...] = field((64, 64), 'MLP torso for vector observations')
+    lstm_size: int = field(64, 'LSTM units; 0 makes the core feed-forward',
+                           search=search.LSTM_SIZES)
+    hidden_sizes: Tuple[int, ...] = field((64, 64), 'MLP torso for vector observations',
+                                          search=search.HIDDEN_SIZES)
     # --torso, --memory; the torso's features also go around the memory (--memory_skip):
     # docs/benchmarks.md#untuned-defaults
     network: network_config.NetworkConfig = sub_config(network_config.network_with_skip)
-    normalize: bool = field(True, network_config.NORMALIZE_DOC)
+    normalize: bool = field(True, network_config.NORMALIZE_DOC, search=search.Choice(True, False))
     prev_reward_input: str = field('transformed', network_config.PREV_REWARD_DOC)
 
     def __post_init__(self):

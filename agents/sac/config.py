@@ -18,6 +18,7 @@ from typing import Any, Optional, Tuple
 
 from reverb_agents.agents import configs
 from reverb_agents.agents import network_config
+from reverb_agents.agents import search
 from reverb_agents.agents.configs import field, require, sub_config
 from reverb_agents.agents.prior import PriorConfig
 from reverb_agents.agents.signals.config import SignalsConfig
@@ -40,17 +41,21 @@ def _optimizer_defaults() -> configs.OptimizerConfig:
 @dataclasses.dataclass(frozen=True)
 class SACConfig:
     # Data.
-    batch_size: int = field(256, 'transitions per learner step (batch_size / unroll_length sequences)')
+    batch_size: int = field(256, 'transitions per learner step (batch_size / unroll_length '
+                            'sequences)',
+                            search=search.Choice(64, 128, 256, 512))
     learning_starts: int = field(
         256, 'env steps of uniform random actions, and replayed transitions before learning')
     updates_per_step: float = field(
         1.0, "learner updates per env step; Reverb's SampleToInsertRatio holds it")
-    n_step: int = field(1, 'n-step TD targets (feed-forward: sequences of n + 1 steps)')
+    n_step: int = field(1, 'n-step TD targets (feed-forward: sequences of n + 1 steps)',
+                        search=search.Choice(1, 3, 5))
     online_fraction: float = field(0.0, 'share of a batch taken fresh from `queue` (0: replay only)')
     replay: configs.ReplayConfig = sub_config(_replay_defaults)
     prior: PriorConfig = sub_config(PriorConfig)  # --prior_actor (agents.prior)
     # Returns.
-    discounting: float = field(0.99, 'gamma')
+    discounting: float = field(0.99, 'gamma',
+                               search=search.DISCOUNTS)
     reward_scaling: float = field(1.0, 'rewards are multiplied by this')
     use_entropy_reward: bool = field(
         True, 'add -alpha log pi of the next observation to the reward of every step of a target')
@@ -63,7 +68,8 @@ class SACConfig:
     critic_hidden_sizes: Tuple[int, ...] = field(
         (256, 256), "each critic's MLP over [observation, continuous action]")
     target_update_tau: float = field(
-        0.005, 'target <- tau * online + (1 - tau) * target (CartPole learns with 0.05)')
+        0.005, 'target <- tau * online + (1 - tau) * target (CartPole learns with 0.05)',
+        search=search.Choice(0.001, 0.005, 0.01, 0.02, 0.05))
     target_update_period: int = field(1, 'learner steps between target updates')
     # Actor.
     # Reward signals (curiosity, GAIL) and behavioural cloning (`agents.signals`).
@@ -71,7 +77,8 @@ class SACConfig:
     discrete_policy: str = field(
         'actor', "'actor' (a learned categorical actor, ML-Agents) or 'critic' (softmax(Q / alpha) "
         "of the critics, no actor network, ALF; purely discrete actions, feed-forward)")
-    hidden_sizes: Tuple[int, ...] = field((256, 256), "the actor's MLP torso")
+    hidden_sizes: Tuple[int, ...] = field((256, 256), "the actor's MLP torso",
+                                          search=search.HIDDEN_SIZES)
     lstm_size: int = field(0, 'actor LSTM units; > 0 makes SAC recurrent (partially observed tasks)')
     burn_in: int = field(0, 'steps that warm up the stored core state before the learned ones (R2D2)')
     unroll_length: int = field(1, 'transitions learned per stored sequence (recurrent: e.g. 8)')
@@ -98,7 +105,8 @@ class SACConfig:
     # share its schedule, betas and epsilon with their own step sizes.
     optimizer: configs.OptimizerConfig = sub_config(_optimizer_defaults)
     actor_learning_rate: float = field(
-        1e-3, "actor Adam step size (rl-zoo's Pendulum value; 3e-4 in the paper)")
+        1e-3, "actor Adam step size (rl-zoo's Pendulum value; 3e-4 in the paper)",
+        search=search.LogUniform(1e-5, 1e-2))
     alpha_learning_rate: float = field(1e-3, "temperatures' Adam step size")
 
     def __post_init__(self):

@@ -126,8 +126,9 @@ class LearnerRun:
             self.events.checkpoint(self.total_env_steps(), self.learner_steps, path)
 
     def _summaries(self, stats: EpisodeStats) -> Callable[[Progress], None]:
-        writer = metrics_lib.SummaryWriter(self.setup.options.logdir,
-                                           lambda: self.learner.trainable_variables)
+        writer = metrics_lib.SummaryWriter(
+            self.setup.options.logdir, lambda: self.learner.trainable_variables,
+            metrics_lib.run_hparams(self.setup.options, self.setup.config))
 
         def write(progress: Progress) -> None:
             # Per-episode writes cost ~2 ms each here; aggregate since the last write.
@@ -170,12 +171,15 @@ class LearnerRun:
                                           options.log_interval_s)
         self._progress_row = progress_row = triggers_lib.write_progress_row(stats,
                                                                            self.progress_csv)
+        # Rows and summaries by time and by env steps too, and at the end of each phase.
+        curves = [Every(self._summaries(stats), seconds=options.summary_interval_s,
+                        env_steps=options.curve_env_steps),
+                  Every(progress_row, options.progress_row_steps, options.log_interval_s,
+                        options.curve_env_steps)]
         triggers = [
-            Every(lambda progress: publish(), steps=options.publish_period),
-            Every(self._summaries(stats), seconds=options.summary_interval_s),
+            Every(lambda progress: publish(), steps=options.publish_period), *curves,
             Every(triggers_lib.show_progress(stats, display, self._env_steps),
                   seconds=DISPLAY_INTERVAL_S),
-            Every(progress_row, options.progress_row_steps, options.log_interval_s),
             Every(lambda _: self.save(), options.checkpoint_steps, options.checkpoint_interval_s),
         ]
         target_reached = triggers_lib.TargetCheck(
@@ -188,6 +192,7 @@ class LearnerRun:
         try:
             while not (should_stop() or self.total_env_steps() >= options.num_steps):
                 self.learner.set_progress(self.total_env_steps() / options.num_steps)
+                phase = self.learner.phase()
                 try:
                     metrics = learn(batches)
                 except StopIteration:
@@ -215,6 +220,9 @@ class LearnerRun:
                                     now - start)
                 for trigger in triggers:
                     trigger(progress, now)
+                if self.learner.phase() != phase:  # its metrics written at least once
+                    for trigger in curves:
+                        trigger.force(progress, now)
                 self._evaluate_due()
                 self.reached_target = target_reached(stats)
                 if self.reached_target or (events and events.progress(progress, now, stats)):

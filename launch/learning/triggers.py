@@ -60,18 +60,29 @@ class Progress:
 
 class Every:
     """Runs `action(progress)` every `steps` learner steps or, when `steps` is 0, every
-    `seconds`."""
+    `seconds`; and, with `env_steps`, whenever the env steps pass another multiple of
+    it (so a fast run still leaves a curve)."""
 
-    def __init__(self, action: Callable[[Progress], None], steps: int = 0, seconds: float = 0.0):
+    def __init__(self, action: Callable[[Progress], None], steps: int = 0, seconds: float = 0.0,
+                 env_steps: int = 0):
         self._action, self._steps, self._seconds = action, steps, seconds
+        self._env_steps, self._next_env_steps = env_steps, env_steps
         self._last = time.time()
 
     def __call__(self, progress: Progress, now: float) -> None:
         if self._steps and progress.step % self._steps == 0:
-            self._action(progress)
+            self.force(progress, now)
         elif not self._steps and self._seconds and now - self._last >= self._seconds:
-            self._last = now
-            self._action(progress)
+            self.force(progress, now)
+        elif self._env_steps and progress.env_steps >= self._next_env_steps:
+            self.force(progress, now)
+
+    def force(self, progress: Progress, now: float) -> None:
+        """Runs the action now (the last step of a phase), restarting the cadences."""
+        self._last = now
+        if self._env_steps:
+            self._next_env_steps = (progress.env_steps // self._env_steps + 1) * self._env_steps
+        self._action(progress)
 
 
 def show_progress(stats: EpisodeStats, display: console.ProgressDisplay,

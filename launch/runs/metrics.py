@@ -20,11 +20,13 @@ import csv
 import os
 
 import threading
-from typing import Any, Callable, Dict, Iterator, List, Mapping, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 import gymnasium as gym
 import numpy as np
 import tensorflow as tf
+
+from reverb_agents.agents import configs
 
 HISTOGRAM_EVERY = 10  # an eager histogram costs ~0.1-0.3 s here: one write in ten has them
 
@@ -99,15 +101,34 @@ class InfoMeans:
         return {key: total / count for key, (total, count) in sums.items()}
 
 
-class SummaryWriter:
-    """The learner's TensorBoard file: scalars every write, histograms one write in ten."""
+def run_hparams(options: Any, config: Any) -> Dict[str, Any]:
+    """A run's settings as HParams values: the agent, environment, budget, seed and
+    environments, and every config field by its flat name (tuples and None as text),
+    so runs and tuning trials compare side by side in TensorBoard's HParams tab."""
+    values = {'agent': options.agent, 'env': options.env, 'num_steps': options.num_steps,
+              'num_envs': options.num_envs, 'seed': options.seed, **configs.flatten(config)}
+    return {name: value if isinstance(value, (bool, int, float, str)) else
+            ','.join(map(str, value)) if isinstance(value, tuple) else str(value)
+            for name, value in values.items()}
 
-    def __init__(self, logdir: str, variables: Callable[[], Sequence[tf.Variable]]):
+
+class SummaryWriter:
+    """The learner's TensorBoard file: scalars every write, histograms one write in ten,
+    the run's HParams once."""
+
+    def __init__(self, logdir: str, variables: Callable[[], Sequence[tf.Variable]],
+                 hparams: Optional[Mapping[str, Any]] = None):
         """`variables()`: the learner's trainable variables, asked at each write
-        (a learner may build some networks lazily, at its first step)."""
+        (a learner may build some networks lazily, at its first step); `hparams`: the
+        run's settings for TensorBoard's HParams dashboard (`run_hparams`), written once."""
         self._writer = tf.summary.create_file_writer(logdir)
         self._variables = variables
         self._writes = 0
+        if hparams:
+            from tensorboard.plugins.hparams import api as hparams_api
+            with self._writer.as_default():
+                hparams_api.hparams(dict(hparams), trial_id=os.path.basename(
+                    os.path.normpath(logdir)))
 
     def write(self, step: int, env_steps: int, scalars: Mapping[str, float],
               histograms: Mapping[str, tf.Tensor], episodes: Sequence[Tuple[float, int]],

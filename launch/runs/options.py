@@ -15,6 +15,7 @@ VECTOR_ENVS = ('', 'sync', 'async', 'ale')  # '': the environment's own vectoris
 # land on different steps in every run.
 DETERMINISTIC_LOG_STEPS = 100  # progress.csv rows
 DETERMINISTIC_CHECKPOINT_STEPS = 10_000  # checkpoints
+CURVE_POINTS = 50  # progress rows and summaries a run writes at least (by env steps)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +95,12 @@ class RunOptions:
     def progress_row_steps(self) -> int:
         """Learner steps between progress.csv rows; 0: every `log_interval_s` seconds."""
         return self.log_interval_steps or (DETERMINISTIC_LOG_STEPS if self.deterministic else 0)
+
+    @property
+    def curve_env_steps(self) -> int:
+        """Env steps between progress rows and summaries besides their time cadence:
+        the budget over `CURVE_POINTS`, so a run of seconds still leaves a curve."""
+        return max(1, self.num_steps // CURVE_POINTS)
 
     @property
     def checkpoint_steps(self) -> int:

@@ -113,6 +113,8 @@ def read_events(logdir):
     for path in glob.glob(f'{logdir}/events.out.tfevents.*'):
         for event in tf.compat.v1.train.summary_iterator(path):
             for value in event.summary.value:
+                if value.metadata.plugin_data.plugin_name == 'hparams':
+                    continue  # the run's settings (`metrics.run_hparams`), not a curve
                 array = tf.make_ndarray(value.tensor)
                 if value.metadata.plugin_data.plugin_name == 'histograms':
                     histograms.setdefault(value.tag, []).append(array)

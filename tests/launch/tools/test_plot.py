@@ -1,6 +1,8 @@
 """launch/tools/plot.py --continual: one panel per task, one line per run."""
 
+import glob
 import json
+import os
 
 import pytest
 
@@ -78,3 +80,25 @@ def test_learning_curves_of_two_seeds_from_real_runs(tmp_path):
     assert output.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n' and output.stat().st_size > 10_000
     with pytest.raises(plot.PlotError, match='no progress.csv'):
         plot.load_curve(str(tmp_path))
+
+
+def test_a_run_of_seconds_leaves_a_curve_and_every_phase_its_summaries(tmp_path, run_cli,
+                                                                       run_script):
+    """Rows and summaries by env steps as well as by time (`RunOptions.curve_env_steps`),
+    and at the end of a phase: CLEAR's 20k-step CartPole run (a few seconds) is drawn,
+    and its 30 critic pre-training steps are in TensorBoard."""
+    import tensorflow as tf
+    logdir = str(tmp_path / 'run')
+    result = run_cli(['--agent=clear', '--env=CartPole-v1', '--num_steps=20000',
+                      '--critic_pretrain_steps=30', '--noexport'])
+    assert result.returncode == 0, result.stderr[-2000:]
+    with open(os.path.join(logdir, 'progress.csv')) as f:
+        assert len(f.readlines()) - 1 >= 10
+    plot = run_script('plot', [logdir, f'--output={tmp_path / "curve.png"}'])
+    assert plot.returncode == 0, plot.stderr[-2000:]
+    assert os.path.getsize(tmp_path / 'curve.png') > 0
+    tags = set()
+    for path in glob.glob(os.path.join(logdir, 'events.out.tfevents.*')):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            tags.update(v.tag for v in event.summary.value)
+    assert {'critic_pretrain/baseline_loss', 'loss/total_loss'} <= tags, sorted(tags)

@@ -1,0 +1,172 @@
+"""The Optuna study behind `reverb-agents tune`: storage, sampler, pruner, the objective.
+
+- Storage: SQLite in the study's directory (`<study_dir>/study.db`) unless `--storage`
+  gives any database URL Optuna takes (`postgresql://...`), which lets the same
+  command on several machines work on one study; Optuna hands out each trial
+  once. Trials report a heartbeat, so a trial whose process was killed is marked
+  failed after `GRACE_S` and does not count.
+- The study records its agent, environment and objective (user attributes); a
+  command naming the study with others is refused.
+- Sampler: TPE seeded by `--seed` (and the worker's index); pruner: the median
+  of earlier trials at the same evaluation (`median`), successive halving
+  (`halving`) or none, fed by the trials' periodic greedy evaluations.
+- The objective: the run's final greedy evaluation (`final`) or its best
+  evaluation (`best`); a crashed trial is recorded failed with its error line
+  (user attribute `error`) and the study goes on.
+"""
+
+import os
+import warnings
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+
+from reverb_agents.agents import search
+from reverb_agents.launch.runs import console
+from reverb_agents.launch.tuning import trials as trials_lib
+
+PRUNERS = ('median', 'halving', 'none')
+OBJECTIVES = ('final', 'best')
+HEARTBEAT_S = 30
+GRACE_S = 120  # a running trial without a heartbeat for this long is failed
+DB_NAME = 'study.db'
+COUNTED = ('COMPLETE', 'PRUNED')  # finished trials; crashed ones count too (see `finished`)
+
+
+class StudyError(ValueError):
+    """A study this command cannot use (one line)."""
+
+
+def optuna_module() -> Any:
+    """`optuna`, or StudyError saying how to install it."""
+    try:
+        import optuna
+    except ImportError:
+        raise StudyError("tuning needs Optuna: pip install 'reverb-agents[tune]' "
+                         "(in a checkout: pip install -e '.[tune]')") from None
+    # A failed trial is one line of ours (`objective`), not Optuna's traceback.
+    optuna.logging.set_verbosity(optuna.logging.ERROR)
+    # The heartbeat and the matplotlib plots are "experimental" in Optuna's words, and
+    # importances of a few trials warn that they are equal: not the user's to act on.
+    warnings.filterwarnings('ignore', category=optuna.exceptions.ExperimentalWarning)
+    warnings.filterwarnings('ignore', message='The number of trials is too small')
+    return optuna
+
+
+def storage_url(study_dir: str, storage: str) -> str:
+    return storage or f'sqlite:///{os.path.abspath(os.path.join(study_dir, DB_NAME))}'
+
+
+def open_storage(url: str) -> Any:
+    """Optuna's RDB storage at `url` with heartbeats, or StudyError (one line)."""
+    optuna = optuna_module()
+    try:
+        return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S,
+                                          grace_period=GRACE_S)
+    except Exception as error:  # SQLAlchemy's many errors: its first line says why
+        raise StudyError(f'--storage={url}: cannot open it: '
+                         f'{str(error).splitlines()[0] if str(error) else type(error).__name__}'
+                         ) from None
+
+
+def make_pruner(name: str, trials: int) -> Any:
+    optuna = optuna_module()
+    if name == 'median':
+        # A quarter of the trials (at least one) complete before any is pruned.
+        return optuna.pruners.MedianPruner(n_startup_trials=max(1, min(5, trials // 4)))
+    if name == 'halving':
+        return optuna.pruners.SuccessiveHalvingPruner()
+    return optuna.pruners.NopPruner()
+
+
+def load(name: str, storage: Any, agent: str, env: str, objective: str, pruner: str,
+         trials: int, seed: int, create: bool = True) -> Any:
+    """The study `name` (created with `create`), its agent, environment and objective
+    checked against this command's."""
+    optuna = optuna_module()
+    sampler = optuna.samplers.TPESampler(seed=seed, n_startup_trials=max(2, min(10, trials // 3)))
+    names = optuna.get_all_study_names(storage)
+    if name not in names and not create:
+        raise StudyError(f'no study {name!r} in the storage')
+    study = optuna.create_study(study_name=name, storage=storage, sampler=sampler,
+                                pruner=make_pruner(pruner, trials), direction='maximize',
+                                load_if_exists=True)
+    mine = {'agent': agent, 'env': env, 'objective': objective}
+    theirs = study.user_attrs
+    if not theirs:
+        for key, value in mine.items():
+            study.set_user_attr(key, value)
+    else:
+        differ = [f'{k}={theirs.get(k)!r}' for k in mine if theirs.get(k) != mine[k]]
+        if differ:
+            raise StudyError(f'study {name!r} exists with {", ".join(differ)}; this command '
+                             f'has agent={agent!r}, env={env!r}, objective={objective!r}: '
+                             f'name another --study')
+    return study
+
+
+def finished(study: Any) -> int:
+    """Trials that count towards `--trials`: complete, pruned, or crashed by themselves
+    (not those a kill or Ctrl-C ended, which a resumed study runs again)."""
+    count = 0
+    for trial in study.get_trials(deepcopy=False):
+        state = trial.state.name
+        if state in COUNTED or (state == 'FAIL' and 'error' in trial.user_attrs):
+            count += 1
+    return count
+
+
+def objective(space: Mapping[str, search.Space], base_argv: Sequence[str], study_dir: str,
+              which: str, trial_argv: Callable[[int, Sequence[str]], Sequence[str]],
+              on_trial: Optional[Callable[[Any], None]] = None) -> Callable[[Any], float]:
+    """Optuna's objective: samples `space`, runs the trial (`trials.run`), returns its
+    score; `trial_argv(number, flags)` gives the run's arguments for the sampled flags."""
+    from reverb_agents.launch.tuning.spaces import flag
+    optuna = optuna_module()
+
+    def run_one(trial: Any) -> float:
+        values = {name: s.suggest(trial, name) for name, s in space.items()}
+        logdir = os.path.join(study_dir, f'trial-{trial.number}')
+        trial.set_user_attr('logdir', logdir)
+        argv = list(trial_argv(trial.number, [flag(n, v) for n, v in values.items()]))
+        best = [float('-inf')]
+
+        def report(env_steps: int, value: float) -> bool:
+            best[0] = max(best[0], value)
+            trial.report(value, env_steps)
+            return trial.should_prune()
+
+        try:
+            pruned, summary = trials_lib.run(argv, logdir, report,
+                                             os.path.join(study_dir, f'trial-{trial.number}.log'))
+        except trials_lib.TrialFailed as error:
+            trial.set_user_attr('error', str(error))
+            console.status(f'trial {trial.number} failed: {error}')
+            raise
+        finally:
+            if on_trial is not None:
+                on_trial(trial)
+        if pruned:
+            raise optuna.TrialPruned()
+        final = summary.get('eval_return_mean')
+        if final is None:
+            trial.set_user_attr('error', 'the run wrote no final evaluation (summary.json)')
+            raise trials_lib.TrialFailed(trial.user_attrs['error'])
+        return max(best[0], float(final)) if which == 'best' else float(final)
+    return run_one
+
+
+def best_trial(study: Any) -> Optional[Any]:
+    """The best complete trial, or None."""
+    complete = [t for t in study.get_trials(deepcopy=False) if t.state.name == 'COMPLETE']
+    return max(complete, key=lambda t: t.value) if complete else None
+
+
+def counts(study: Any) -> Dict[str, int]:
+    """Trials by state name (COMPLETE, PRUNED, FAIL, RUNNING, ...)."""
+    out: Dict[str, int] = {}
+    for trial in study.get_trials(deepcopy=False):
+        out[trial.state.name] = out.get(trial.state.name, 0) + 1
+    return out
+
+
+__all__ = ['OBJECTIVES', 'PRUNERS', 'StudyError', 'best_trial', 'counts', 'finished', 'load',
+           'objective', 'open_storage', 'storage_url']

@@ -1,0 +1,158 @@
+"""`reverb-agents tune` (`launch/tuning/`) on real runs: a tiny CLEAR study on CartPole
+that prunes, writes `best.flags` that `train` runs and HParams in its trials' event
+files, resumes (after it finished, and after a kill) without repeating a finished
+trial; two `--jobs` on one SQLite study; each bad input one `error:` line before any
+trial starts, an existing study untouched."""
+
+import glob
+import json
+import os
+import signal
+import time
+
+import optuna
+import pytest
+import tensorflow as tf
+
+from reverb_agents.launch.tuning import study as study_lib
+
+# Two fields, tiny trials: each run is a few seconds of CLEAR on CartPole.
+STUDY = ['--agent=clear', '--env=CartPole-v1', '--no_preset', '--trial_steps=6000',
+         '--search=learning_rate,entropy_cost', '--evaluations=3']
+
+
+def _load(study_dir, name='clear-CartPole-v1'):
+    return optuna.load_study(study_name=name,
+                             storage=f'sqlite:///{os.path.join(study_dir, study_lib.DB_NAME)}')
+
+
+def _states(study):
+    return [t.state.name for t in sorted(study.trials, key=lambda t: t.number)]
+
+
+def _tags(logdir):
+    tags = set()
+    for path in glob.glob(os.path.join(logdir, 'events.out.tfevents.*')):
+        for event in tf.compat.v1.train.summary_iterator(path):
+            tags.update(v.tag for v in event.summary.value)
+    return tags
+
+
+def test_a_tiny_study_prunes_and_its_best_flags_train(tmp_path, run_script):
+    study_dir = str(tmp_path / 'study')
+    result = run_script('tune', [*STUDY, '--trials=3', f'--study_dir={study_dir}'], timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    study = _load(study_dir)
+    states = _states(study)
+    assert 'PRUNED' in states and 'COMPLETE' in states, states
+    assert 'best' in result.stdout and 'learning_rate' in result.stdout  # the table
+    best = study_lib.best_trial(study)
+    text = open(os.path.join(study_dir, 'best.flags')).read()
+    assert f'--learning_rate={best.params["learning_rate"]!r}' in text, text
+    assert '--agent=clear' in text and '--num_steps=6000' in text
+    for name in ('history.png', 'best_saved_model/saved_model.pb'):
+        assert os.path.exists(os.path.join(study_dir, name)), name
+    # Every trial is an ordinary run directory, with its settings in the HParams tab.
+    assert '_hparams_/session_start_info' in _tags(os.path.join(study_dir, 'trial-0'))
+    run = run_script('run', [f'--flagfile={study_dir}/best.flags', '--num_steps=1000',
+                             f'--logdir={tmp_path / "again"}', '--noexport'])
+    assert run.returncode == 0, run.stderr[-2000:]
+    with open(tmp_path / 'again' / 'run_config.json') as f:
+        assert json.load(f)['config']['optimizer']['learning_rate'] == \
+            pytest.approx(best.params['learning_rate'])
+    # The same command with a larger budget runs only the trials still due.
+    result = run_script('tune', [*STUDY, '--trials=4', f'--study_dir={study_dir}'], timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    study = _load(study_dir)
+    assert [t.number for t in study.trials] == [0, 1, 2, 3]
+    assert _states(study)[:3] == states  # the finished trials as they were
+
+
+def test_a_killed_study_resumes_without_repeating_a_finished_trial(tmp_path, start_script,
+                                                                   run_script):
+    study_dir = str(tmp_path / 'study')
+    args = [*STUDY, '--trials=3', '--pruner=none', f'--study_dir={study_dir}']
+    process = start_script('tune', args)
+    deadline = time.time() + 300
+    while time.time() < deadline:
+        if os.path.exists(os.path.join(study_dir, 'trial-0')):  # the study exists
+            if 'COMPLETE' in _states(_load(study_dir)):
+                break
+        time.sleep(0.5)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    before = {t.number: t.state.name for t in _load(study_dir).trials}
+    assert 'COMPLETE' in before.values(), before
+    result = run_script('tune', args, timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    after = {t.number: t.state.name for t in _load(study_dir).trials}
+    for number, state in before.items():
+        if state == 'COMPLETE':
+            assert after[number] == 'COMPLETE'  # not run again
+    assert list(after.values()).count('COMPLETE') == 3, after
+    # The killed trial's run stopped with the study (no run left writing to its dir).
+    for number, state in after.items():
+        if state != 'COMPLETE':
+            log = os.path.join(study_dir, f'trial-{number}', 'progress.csv')
+            size = os.path.getsize(log) if os.path.exists(log) else 0
+            time.sleep(2)
+            assert (os.path.getsize(log) if os.path.exists(log) else 0) == size
+
+
+def test_two_jobs_run_trials_at_once_on_one_sqlite_study(tmp_path, run_script):
+    study_dir = str(tmp_path / 'study')
+    result = run_script('tune', [*STUDY, '--trials=2', '--jobs=2', '--pruner=none',
+                                 f'--study_dir={study_dir}'], timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    first, second = sorted(_load(study_dir).trials, key=lambda t: t.datetime_start)
+    assert first.state.name == second.state.name == 'COMPLETE'
+    assert second.datetime_start < first.datetime_complete  # they overlapped
+
+
+def _write(path, text):
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.mark.parametrize('case', ['search', 'space_kind', 'space_file', 'with_fixed', 'trials',
+                                  'storage', 'jobs', 'other_env'])
+def test_bad_input_is_one_line_before_any_trial(case, tmp_path, run_script):
+    study_dir = tmp_path / 'study'
+    study_dir.mkdir()
+    db = study_dir / study_lib.DB_NAME
+    existing = optuna.create_study(study_name='clear-CartPole-v1', storage=f'sqlite:///{db}')
+    existing.set_user_attr('agent', 'clear')
+    existing.set_user_attr('env', 'Acrobot-v1' if case == 'other_env' else 'CartPole-v1')
+    existing.set_user_attr('objective', 'final')
+    before = db.read_bytes()
+    uniform_int = _write(tmp_path / 'kind.json', '{"batch_size": {"uniform": [8.0, 64.0]}}')
+    not_json = _write(tmp_path / 'bad.json', '{not json')
+    args, expected = {
+        'search': (['--search=learning_rate,no_such_field'],
+                   'no_such_field is not a field of clear'),
+        'space_kind': ([f'--space={uniform_int}'],
+                       'batch_size: uniform 8..64 cannot hold its default 32'),
+        'space_file': ([f'--space={not_json}'], 'not readable as JSON'),
+        # A range checked against the command's config: 28 of 32 sequences replayed
+        # from a replay of 20.
+        'with_fixed': (['--search=replay_fraction', '--replay_size=20'],
+                       'replay_fraction: uniform 0..0.875 reaches 0.875, which clear refuses'),
+        'trials': (['--trials=0'], '--trials must be >= 1'),
+        'storage': (['--storage=sqlite:////no/such/dir/study.db'], 'cannot open it'),
+        'jobs': (['--jobs=4096'], 'at most --jobs='),
+        'other_env': ([], "exists with env='Acrobot-v1'"),
+    }[case]
+    base = [a for a in STUDY if not a.startswith('--search=')]
+    result = run_script('tune', [*base, '--trials=2', f'--study_dir={study_dir}', *args])
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith('error:')]
+    assert len(errors) == 1 and expected in errors[0], result.stderr[-2000:]
+    assert not glob.glob(str(study_dir / 'trial-*'))  # no trial started
+    assert db.read_bytes() == before  # the existing study as it was
+
+
+def test_help_lists_tunes_flags_and_the_agents_ranges(run_script):
+    result = run_script('tune', ['--help', '--agent=a2c'])
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert '--trials=20' in result.stdout and '--pruner=median' in result.stdout
+    assert 'tuned over one of 0.8 / 0.9' in ' '.join(result.stdout.split())  # gae_lambda's
