@@ -28,6 +28,9 @@ MUJOCO = ["mujoco>=3.2,<4", "imageio", "packaging"]
 DOCS = ["mkdocs>=1.5,<2", "mkdocstrings[python]>=0.26"]
 # reverb-agents tune (launch/tuning/): Optuna and its SQLite storage; leaves the pins alone
 TUNE = ["optuna>=4"]
+# --tracker=mlflow (launch/learning/trackers.py): MLflow's newest release alone would pull
+# protobuf 7, which TensorFlow 2.15 cannot import; the pin keeps the stack's protobuf
+MLFLOW = ["mlflow>=2.10", "protobuf>=3.20,<5"]
 
 setup(
     name="reverb-agents",
@@ -56,10 +59,12 @@ setup(
     extras_require={
         # the tests exercise every launcher (Ray's included) and every environment suite
         # ... and the documentation site builds (tests/test_docs.py)
-        "test": ["pytest>=7", "pytest-xdist>=3"] + RAY + MINATAR + ATARI + MUJOCO + DOCS + TUNE,
+        "test": (["pytest>=7", "pytest-xdist>=3"] + RAY + MINATAR + ATARI + MUJOCO + DOCS + TUNE
+                 + MLFLOW),
         # launch/runners/ray_launcher.py (--launcher=ray): the version that installs with the pinned stack
         "ray": RAY,
         "tune": TUNE,
+        "mlflow": MLFLOW,
         "minatar": MINATAR,
         "atari": ATARI,
         "mujoco": MUJOCO,

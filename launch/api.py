@@ -217,7 +217,7 @@ def train(agent: str = 'clear', env: Optional[EnvSource] = None,
     if callable(callbacks) or isinstance(callbacks, Callback):
         callbacks = (callbacks,)
     events = RunEvents(tuple(callbacks), options.logdir, options.progress_row_steps,
-                       options.log_interval_s) if callbacks else None
+                       options.log_interval_s, options.curve_env_steps) if callbacks else None
     rundir.check_start(options.logdir, resume, options, config)
     try:
         setup_lib.check_networks(options, config)

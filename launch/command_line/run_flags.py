@@ -137,6 +137,11 @@ def define_flags(fv: flags.FlagValues) -> None:
     boolean('export', _DEFAULTS.export, 'write the final policy as a SavedModel in '
             '<logdir>/saved_model (--noexport: none, as in a sweep; launch/policies/export.py '
             'exports any checkpoint later)')
+    string('tracker', _DEFAULTS.tracker, "an experiment tracker the run reports to: 'mlflow' "
+           '(its flags as params, progress and evaluations as metrics, summary.json and the '
+           "SavedModel as artifacts; the mlflow extra), or '' for none")
+    string('tracking_uri', _DEFAULTS.tracking_uri, "the tracker's store (default: "
+           'MLFLOW_TRACKING_URI, else SQLite in ./mlruns)')
     string('torso_precision', _DEFAULTS.torso_precision, 'image torsos\' compute: float32, or '
            'bfloat16 from float32 weights (about half a Nature CNN learner step on CPUs with '
            'AMX or AVX512-BF16; the export computes in float32)')
@@ -258,7 +263,7 @@ def resolve(values: Mapping[str, Any]) -> Tuple[RunOptions, Any]:
             'vector_env', 'eval_every_steps', 'step_mul', 'fixed_step_mul', 'eval_epsilon',
             'target_return', 'target_greedy', 'log_interval_s', 'checkpoint_interval_s',
             'log_interval_steps', 'checkpoint_interval_steps', 'deterministic',
-            'torso_precision', 'export')},
+            'torso_precision', 'export', 'tracker', 'tracking_uri')},
         launcher='multiprocess' if role else launcher,
         **{**agent.run_defaults, **{k: x for k, x in per_agent.items() if x is not None}})
     return options, setup_lib.resolve_config(options, config)

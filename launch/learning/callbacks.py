@@ -6,7 +6,7 @@ A callback is a `Callback` (override any of `on_progress`, `on_evaluation`,
 
 - `on_progress(TrainingProgress)`: as often as the learner writes a
   `progress.csv` row (every `log_interval_s` seconds, 2 by default, or every
-  `log_interval_steps` learner steps);
+  `log_interval_steps` learner steps, and every 1/50 of the env-step budget);
 - `on_evaluation(EvaluationResult)`: after each greedy evaluation of
   `--eval_every_steps`' schedule, and after the final one;
 - `on_checkpoint(CheckpointSaved)`: after each checkpoint the learner writes.
@@ -110,10 +110,11 @@ class _Plain(Callback):
 
 class RunEvents:
     """Calls `callbacks` on the run's events (progress rows on the `steps`/`seconds`
-    schedule); `stopped` turns True once one asked to stop, and stays."""
+    schedule, and each `env_steps`); `stopped` turns True once one asked to stop, and
+    stays."""
 
     def __init__(self, callbacks: Sequence[CallbackLike], logdir: str, steps: int = 0,
-                 seconds: float = 2.0):
+                 seconds: float = 2.0, env_steps: int = 0):
         for callback in callbacks:
             if not callable(callback) and not isinstance(callback, Callback):
                 raise ValueError(f'a callback must be a Callback or callable (taking a '
@@ -121,7 +122,12 @@ class RunEvents:
         self._callbacks = tuple(c if isinstance(c, Callback) else _Plain(c) for c in callbacks)
         self._logdir = logdir
         self._steps, self._seconds, self._last = steps, seconds, time.time()
+        self._env_steps, self._next_env_steps = env_steps, env_steps
         self.stopped = False
+
+    def add(self, callback: Callback) -> None:
+        """One more callback (an experiment tracker's, `launch/learning/trackers.py`)."""
+        self._callbacks += (callback,)
 
     def _call(self, method: str, event: Any) -> bool:
         """Every callback sees the event, those after a stop (the run's last checkpoint
@@ -135,9 +141,13 @@ class RunEvents:
         return self.stopped
 
     def _due(self, progress: Progress, now: float) -> bool:
+        """On the progress rows' cadences: learner steps or seconds, and env steps."""
+        env_due = bool(self._env_steps) and progress.env_steps >= self._next_env_steps
+        if env_due:
+            self._next_env_steps = (progress.env_steps // self._env_steps + 1) * self._env_steps
         if self._steps:
-            return progress.step % self._steps == 0
-        if now - self._last < self._seconds:
+            return progress.step % self._steps == 0 or env_due
+        if now - self._last < self._seconds and not env_due:
             return False
         self._last = now
         return True

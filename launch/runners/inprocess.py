@@ -21,6 +21,7 @@ refuses, before building anything, a replay larger than the machine's memory
 """
 
 import contextlib
+import os
 import signal
 import threading
 from typing import Any, Dict, Iterator, Optional
@@ -30,13 +31,14 @@ from absl import logging
 
 from reverb_agents.agents import registry
 from reverb_agents.launch.runs import console, rundir
-from reverb_agents.launch.learning import data
+from reverb_agents.launch.learning import data, trackers
 from reverb_agents.launch.runners import deterministic, isolation
 from reverb_agents.launch.building import memory
 from reverb_agents.launch.building import setup as setup_lib
 from reverb_agents.launch.acting.actor import EpisodeStats
 from reverb_agents.launch.learning.callbacks import RunEvents
 from reverb_agents.launch.learning.learner_loop import LearnerRun
+from reverb_agents.launch.runs.metrics import run_hparams
 from reverb_agents.launch.runs.options import RunOptions
 from reverb_agents.replay import tables as tables_lib
 
@@ -111,10 +113,29 @@ def train(options: RunOptions, config: Any, events: Optional[RunEvents] = None
 
     `options.deterministic`: no actor thread; the learner's data stream makes the
     actor act when the next batch needs it (`launch/runners/deterministic.py`). `events`: the
-    Python API's callbacks (`launch/learning/callbacks.py`).
+    Python API's callbacks (`launch/learning/callbacks.py`); `options.tracker`: an
+    experiment tracker told of the run (`launch/learning/trackers.py`).
     """
     registry.get(options.agent)
     rundir.check_logdir(options.logdir)
+    tracker = trackers.make(options.tracker, os.path.basename(os.path.normpath(options.logdir)),
+                            options.tracking_uri)
+    if tracker is None:
+        return _locked_train(options, config, events)
+    events = trackers.with_tracker(events, tracker, options)
+    tracker.on_start(run_hparams(options, config))
+    status = 'FAILED'
+    try:
+        summary = _locked_train(options, config, events)
+        status = 'KILLED' if summary.get('interrupted') else 'FINISHED'
+        trackers.report_end(tracker, summary, options.logdir)
+        return summary
+    finally:
+        tracker.on_end(status)
+
+
+def _locked_train(options: RunOptions, config: Any, events: Optional[RunEvents]
+                  ) -> Dict[str, Any]:
     # One run per logdir: a second one is refused while this one lives (`launch/runs/lockfile.py`).
     with rundir.lock_logdir(options.logdir), deterministic.op_determinism(options.deterministic):
         return _train(options, config, events)

@@ -5,16 +5,21 @@ import dataclasses
 import re
 from typing import Any, Dict, Mapping, Optional, Tuple
 
+from reverb_agents.agents import search
 from reverb_agents.agents.configs import require, require_fraction
 
 # networks.torsos.PRECISIONS, named here because this module imports no TensorFlow.
 TORSO_PRECISIONS = ('float32', 'bfloat16')
 
+TRACKERS = ('', 'mlflow')  # --tracker: none, or MLflow (`launch/learning/trackers.py`)
 VECTOR_ENVS = ('', 'sync', 'async', 'ale')  # '': the environment's own vectorised version, else sync
 # A deterministic run's cadences in learner steps where none is given: a timed one would
 # land on different steps in every run.
 DETERMINISTIC_LOG_STEPS = 100  # progress.csv rows
 DETERMINISTIC_CHECKPOINT_STEPS = 10_000  # checkpoints
+# Run options worth tuning, as the agents' config fields declare theirs (`agents.search`):
+# the environments per actor set how many env steps each learner update costs.
+SEARCH = {'num_envs': search.Choice(8, 16, 32, 64)}
 CURVE_POINTS = 50  # progress rows and summaries a run writes at least (by env steps)
 
 
@@ -54,6 +59,9 @@ class RunOptions:
     # In-process only: one seeded schedule of acting and learning, the same results for
     # the same seed bit for bit (`launch/runners/deterministic.py`).
     deterministic: bool = False
+    # An experiment tracker the run reports to (`launch/learning/trackers.py`), in-process.
+    tracker: str = ''  # one of TRACKERS
+    tracking_uri: str = ''  # its store ('': MLFLOW_TRACKING_URI, else ./mlruns)
 
     def __post_init__(self):
         for name in ('num_envs', 'num_steps', 'eval_episodes', 'publish_period'):
@@ -74,6 +82,11 @@ class RunOptions:
         require_fraction(self, 'eval_epsilon')
         require(self.torso_precision in TORSO_PRECISIONS,
                 f'torso_precision must be one of {TORSO_PRECISIONS}, got {self.torso_precision!r}')
+        require(self.tracker in TRACKERS,
+                f'tracker must be one of {TRACKERS[1:]} (or unset), got {self.tracker!r}')
+        require(not self.tracker or self.launcher == 'inprocess',
+                f'--tracker={self.tracker} reports an in-process run; got '
+                f'--launcher={self.launcher}')
         require(self.vector_env in VECTOR_ENVS,
                 f'vector_env must be one of {[v for v in VECTOR_ENVS if v]}, '
                 f'got {self.vector_env!r}')

@@ -120,6 +120,15 @@ class TuneResult:
     plots: List[str] = dataclasses.field(default_factory=list)
 
 
+def report(tracker: Any, result: TuneResult, finished: int) -> None:
+    """The study's tracked run's last words: the best score and settings, `best.flags`
+    and the plots as artifacts."""
+    if result.best_value is not None:
+        tracker.on_metrics({'best_value': result.best_value}, finished)
+    for path in ([result.best_flags] if result.best_flags else []) + result.plots:
+        tracker.on_artifact(path)
+
+
 def write(study: Any, plan: Any, wall_s: float) -> TuneResult:
     """Writes the outputs of the study so far and prints its table."""
     trial = study_lib.best_trial(study)

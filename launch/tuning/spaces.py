@@ -1,18 +1,21 @@
 """A study's search space: the agent's declared spaces, narrowed or replaced, checked.
 
 Every config field declared with `search=` (`agents.search`) is in the agent's
-space; `--search=a,b` keeps those fields; `--space=FILE` (JSON, or YAML where
+space, and so is every run option `launch.runs.options.SEARCH` gives one
+(`num_envs`); `--search=a,b` keeps those fields; `--space=FILE` (JSON, or YAML where
 PyYAML is installed) replaces the space by the file's. A field the command line
 fixes (`--learning_rate=...` on `tune`) leaves the space. Each value a space can
 give is checked against the agent's config before any trial starts: a range the
 config refuses, or one whose kind is not the field's, is one error line.
 """
 
+import dataclasses
 import json
 import os
 from typing import Any, Dict, Iterable, Mapping, Sequence
 
 from reverb_agents.agents import configs, search
+from reverb_agents.launch.runs import options as options_lib
 
 
 class SpaceError(ValueError):
@@ -20,9 +23,11 @@ class SpaceError(ValueError):
 
 
 def declared(config_class: type) -> Dict[str, search.Space]:
-    """Every flat field of `config_class` with a declared space -> that space."""
-    return {name: f.metadata['search'] for name, (f, _) in configs.flat_fields(config_class).items()
-            if f.metadata.get('search') is not None}
+    """The run options with a space (`RunOptions`' `SEARCH`), then every flat field of
+    `config_class` with a declared space -> that space."""
+    fields = configs.flat_fields(config_class).items()
+    return {**options_lib.SEARCH, **{name: f.metadata['search'] for name, (f, _) in fields
+                                     if f.metadata.get('search') is not None}}
 
 
 def read_file(path: str) -> Dict[str, search.Space]:
@@ -56,7 +61,7 @@ def choose(config_class: type, agent: str, names: Sequence[str] = (),
     """The study's space: the file's (`space_file`) or the declared one, narrowed to
     `names` when given, without the `fixed` fields; every field checked (`check`,
     against `config`, the command's own, when given)."""
-    fields = configs.flat_fields(config_class)
+    fields = {**options_lib.SEARCH, **configs.flat_fields(config_class)}
     space = read_file(space_file) if space_file else declared(config_class)
     if names:
         unknown = [n for n in names if n not in fields]
@@ -90,6 +95,9 @@ def check(config_class: type, agent: str, space: Mapping[str, search.Space],
     fields = configs.flat_fields(config_class)
     defaults = configs.flat_defaults(config_class)
     for name, field_space in space.items():
+        if name in options_lib.SEARCH:
+            _check_run_option(name, field_space)
+            continue
         if name not in fields:
             raise SpaceError(f'{name} is not a field of {agent}')
         try:
@@ -105,6 +113,17 @@ def check(config_class: type, agent: str, space: Mapping[str, search.Space],
             except (ValueError, TypeError) as error:
                 raise SpaceError(f'{name}: {field_space.describe()} reaches {value!r}, which '
                                  f'{agent} refuses: {error}') from None
+
+
+def _check_run_option(name: str, space: search.Space) -> None:
+    """A run option's space: of the option's kind, every value one `RunOptions` takes."""
+    default = getattr(options_lib.RunOptions(), name)
+    try:
+        space.check_type(name, default)
+        for value in candidates(space):
+            dataclasses.replace(options_lib.RunOptions(), **{name: value})
+    except (search.SpaceError, ValueError, TypeError) as error:
+        raise SpaceError(f'{name}: {error}') from None
 
 
 def flag(name: str, value: Any) -> str:

@@ -26,6 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from absl import flags
 
 from reverb_agents.launch.runs import console
+from reverb_agents.launch.runs import options as options_lib
 
 TUNE_FLAGS = ('trials', 'trial_steps', 'jobs', 'study', 'storage', 'study_dir', 'search',
               'space', 'objective', 'pruner', 'evaluations')
@@ -119,7 +120,7 @@ class Plan:
         self.dir = fv.study_dir or os.path.join(STUDY_ROOT, f'tune-{self.name}')
         self.env = options.env
         config_class = registry.get(self.agent).config_class
-        self.defaults = dict(_flat(config))
+        self.defaults = {**{n: getattr(options, n) for n in options_lib.SEARCH}, **_flat(config)}
         fixed = [n for n in given(self.passed) if n in self.defaults]
         self.space = spaces.choose(config_class, self.agent, fv.search, fv.space, fixed,
                                    config)
@@ -191,22 +192,55 @@ def run(argv: Sequence[str]) -> Any:
     remaining = max(0, fv.trials - done)
     console.status(f'study {plan.name} ({plan.dir}): {done} of {fv.trials} trials done; '
                    f'tuning {", ".join(f"{n} ({s.describe()})" for n, s in plan.space.items())}')
+    tracker = study_tracker(plan, fv)
+    status = 'FAILED'
     start = time.time()
-    if remaining:
-        optuna = study_lib.optuna_module()
-        objective = study_lib.objective(plan.space, plan.passed, plan.dir, fv.objective,
-                                        plan.trial_argv)
-        stop = optuna.study.MaxTrialsCallback(
-            fv.trials, states=(optuna.trial.TrialState.COMPLETE,
-                               optuna.trial.TrialState.PRUNED))
-        try:
-            study.optimize(objective, n_trials=remaining, n_jobs=fv.jobs, catch=(Exception,),
-                           callbacks=[stop], show_progress_bar=sys.stderr.isatty())
-        except KeyboardInterrupt:
-            console.status(f'stopped: {study_lib.finished(study)} of {fv.trials} trials done; '
-                           f'the same command resumes the study')
-            raise
-    return outputs.write(study, plan, time.time() - start)
+    try:
+        if remaining:
+            optimize(study, plan, fv, remaining)
+        result = outputs.write(study, plan, time.time() - start)
+        status = 'FINISHED'
+        if tracker is not None:
+            outputs.report(tracker, result, study_lib.finished(study))
+        return result
+    except KeyboardInterrupt:
+        status = 'KILLED'
+        raise
+    finally:
+        if tracker is not None:
+            tracker.on_end(status)
+
+
+def optimize(study: Any, plan: Plan, fv: flags.FlagValues, remaining: int) -> None:
+    """Runs `remaining` more trials, `--jobs` at a time, until the study has `--trials`."""
+    from reverb_agents.launch.tuning import study as study_lib
+    optuna = study_lib.optuna_module()
+    objective = study_lib.objective(plan.space, plan.passed, plan.dir, fv.objective,
+                                    plan.trial_argv)
+    stop = optuna.study.MaxTrialsCallback(
+        fv.trials, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
+    try:
+        study.optimize(objective, n_trials=remaining, n_jobs=fv.jobs, catch=(Exception,),
+                       callbacks=[stop], show_progress_bar=sys.stderr.isatty())
+    except KeyboardInterrupt:
+        console.status(f'stopped: {study_lib.finished(study)} of {fv.trials} trials done; '
+                       f'the same command resumes the study')
+        raise
+
+
+def study_tracker(plan: Plan, fv: flags.FlagValues) -> Any:
+    """With `--tracker`: the study's own tracked run, whose id the trials (processes that
+    inherit this environment) take as their parent; None without."""
+    from reverb_agents.launch.learning import trackers
+    tracker = trackers.make(fv.tracker, f'tune-{plan.name}', fv.tracking_uri)
+    if tracker is None:
+        return None
+    tracker.on_start({'agent': plan.agent, 'env': plan.env, 'trials': fv.trials,
+                      'trial_steps': plan.trial_steps, 'objective': fv.objective,
+                      'pruner': fv.pruner, **{f'space/{n}': s.describe()
+                                              for n, s in plan.space.items()}})
+    os.environ[trackers.PARENT_RUN_ENV] = tracker.run_id
+    return tracker
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -59,7 +59,7 @@ def test_space_file_entries():
 def test_every_agent_declares_a_space_its_config_accepts(agent):
     config_class = registry.AGENTS[agent].config_class
     declared = spaces.declared(config_class)
-    assert {'learning_rate', 'discounting'} <= set(declared), declared
+    assert {'learning_rate', 'discounting', 'num_envs'} <= set(declared), declared
     spaces.check(config_class, agent, declared)  # every choice and both ends of each range
     # The flag's help says the range.
     fields = configs.flat_fields(config_class)
@@ -70,8 +70,10 @@ def test_the_tuning_page_lists_every_declared_space():
     """docs/tuning.md's tables are the configs' declarations, row for row."""
     import os
     page = open(os.path.join(os.path.dirname(__file__), '..', '..', 'docs', 'tuning.md')).read()
+    from reverb_agents.launch.runs.options import RunOptions
     for agent, spec in registry.AGENTS.items():
-        defaults = configs.flat_defaults(spec.config_class)
+        defaults = {'num_envs': spec.run_defaults.get('num_envs', RunOptions().num_envs),
+                    **configs.flat_defaults(spec.config_class)}
         for name, space in spaces.declared(spec.config_class).items():
             default = defaults[name]
             shown = ','.join(map(str, default)) if isinstance(default, tuple) else default
