@@ -10,8 +10,8 @@ at its end, `on_end(status)`. `TrackerCallback` turns the run's callback events
 named by its directory, in the experiment `MLFLOW_EXPERIMENT_NAME` (default
 `reverb-agents`) of the store `--tracking_uri`, else `MLFLOW_TRACKING_URI`, else
 SQLite in `./mlruns` (`mlruns/mlflow.db`, artifacts in `mlruns/artifacts`: MLflow 3
-refuses its old file store unless told otherwise). Params: the run's settings (`metrics.run_hparams`);
-metrics: the learner's scalars, the training return, the evaluations, and at the
+refuses its old file store unless told otherwise). Params: the run's settings
+(`metrics.run_hparams`); metrics: the learner's scalars, the training return, the evaluations, and at the
 end `summary.json`'s numbers; artifacts: `summary.json`, `run_config.json`,
 `progress.csv`, `eval.csv` and the exported SavedModel. With
 `MLFLOW_PARENT_RUN_ID` set (a tuning study's run, `launch/tuning/`) the run is its

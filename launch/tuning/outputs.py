@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import sys
+import warnings
 from typing import Any, Dict, List, Optional
 
 from reverb_agents.agents.search import key
@@ -28,9 +29,12 @@ def best_flags_text(plan: Any, trial: Any) -> str:
     """The flagfile of `trial`'s run (the module doc)."""
     lines = [f'# reverb-agents tune: study {plan.name}, trial {trial.number} of '
              f'{plan.dir}; {"final" if plan.fv.objective == "final" else "best"} greedy '
-             f'return {trial.value:g}',
+             f'return {trial.value:g}'
+             + (f' (the mean of {plan.fv.trial_seeds} seeds)' if plan.fv.trial_seeds > 1 else ''),
              f'--agent={plan.agent}', f'--env={plan.env}']
-    lines += [a for a in plan.passed if a.split('=', 1)[0] not in ('--agent', '--env')]
+    # The study's seed is not a setting: `--seed` after the flagfile picks a run's.
+    lines += [a for a in plan.passed
+              if a.split('=', 1)[0] not in ('--agent', '--env', '--seed', '-seed')]
     lines.append(f'--num_steps={plan.trial_steps}')
     if plan.deterministic:
         lines.append('# the trials ran --deterministic: the same seed gives the same run; '
@@ -80,7 +84,9 @@ def plots(study: Any, directory: str) -> List[str]:
     written = []
     for name, function in PLOTS.items():
         try:
-            axes = getattr(optuna_plots, function)(study)
+            with warnings.catch_warnings():  # matplotlib's, on a plot with nothing in it
+                warnings.simplefilter('ignore')
+                axes = getattr(optuna_plots, function)(study)
         except Exception:  # noqa: BLE001  too few complete trials for this plot
             continue
         figure = (axes.flat[0] if hasattr(axes, 'flat') else axes).figure

@@ -11,13 +11,14 @@
   of earlier trials at the same evaluation (`median`), successive halving
   (`halving`) or none, fed by the trials' periodic greedy evaluations.
 - The objective: the run's final greedy evaluation (`final`) or its best
-  evaluation (`best`); a crashed trial is recorded failed with its error line
-  (user attribute `error`) and the study goes on.
+  evaluation (`best`), the mean over the trial's seeds (`--trial_seeds`); a
+  crashed trial is recorded failed with its error line (user attribute `error`)
+  and the study goes on.
 """
 
 import os
 import warnings
-from typing import Any, Callable, Dict, Mapping, Optional, Sequence
+from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 from reverb_agents.agents import search
 from reverb_agents.launch.runs import console
@@ -114,43 +115,46 @@ def finished(study: Any) -> int:
     return count
 
 
-def objective(space: Mapping[str, search.Space], base_argv: Sequence[str], study_dir: str,
-              which: str, trial_argv: Callable[[int, Sequence[str]], Sequence[str]],
-              on_trial: Optional[Callable[[Any], None]] = None) -> Callable[[Any], float]:
-    """Optuna's objective: samples `space`, runs the trial (`trials.run`), returns its
-    score; `trial_argv(number, flags)` gives the run's arguments for the sampled flags."""
+def objective(space: Mapping[str, search.Space], which: str,
+              trial_runs: Callable[[int, Sequence[str]], Sequence[Tuple[str, Sequence[str]]]]
+              ) -> Callable[[Any], float]:
+    """Optuna's objective: samples `space`, runs the trial's runs (`trials.run`; one per
+    seed, `trial_runs(number, flags)` giving each one's directory and arguments for the
+    sampled flags) and returns their mean score. The pruner follows the first run."""
     from reverb_agents.launch.tuning.spaces import flag
     optuna = optuna_module()
 
     def run_one(trial: Any) -> float:
         values = {name: s.suggest(trial, name) for name, s in space.items()}
-        logdir = os.path.join(study_dir, f'trial-{trial.number}')
-        trial.set_user_attr('logdir', logdir)
-        argv = list(trial_argv(trial.number, [flag(n, v) for n, v in values.items()]))
-        best = [float('-inf')]
+        runs = trial_runs(trial.number, [flag(n, v) for n, v in values.items()])
+        trial.set_user_attr('logdir', runs[0][0])
+        scores = []
+        for index, (logdir, argv) in enumerate(runs):
+            best = [float('-inf')]
 
-        def report(env_steps: int, value: float) -> bool:
-            best[0] = max(best[0], value)
-            trial.report(value, env_steps)
-            return trial.should_prune()
+            def report(env_steps: int, value: float, first: bool = index == 0) -> bool:
+                best[0] = max(best[0], value)
+                if not first:
+                    return False
+                trial.report(value, env_steps)
+                return trial.should_prune()
 
-        try:
-            pruned, summary = trials_lib.run(argv, logdir, report,
-                                             os.path.join(study_dir, f'trial-{trial.number}.log'))
-        except trials_lib.TrialFailed as error:
-            trial.set_user_attr('error', str(error))
-            console.status(f'trial {trial.number} failed: {error}')
-            raise
-        finally:
-            if on_trial is not None:
-                on_trial(trial)
-        if pruned:
-            raise optuna.TrialPruned()
-        final = summary.get('eval_return_mean')
-        if final is None:
-            trial.set_user_attr('error', 'the run wrote no final evaluation (summary.json)')
-            raise trials_lib.TrialFailed(trial.user_attrs['error'])
-        return max(best[0], float(final)) if which == 'best' else float(final)
+            try:
+                pruned, summary = trials_lib.run(argv, logdir, report, logdir + '.log')
+            except Exception as error:  # the run's error line, or the tuner's own
+                line = str(error) if isinstance(error, trials_lib.TrialFailed) else \
+                    f'{type(error).__name__}: {error}'
+                trial.set_user_attr('error', line)
+                console.status(f'trial {trial.number} failed: {line}')
+                raise
+            if pruned:
+                raise optuna.TrialPruned()
+            final = summary.get('eval_return_mean')
+            if final is None:
+                trial.set_user_attr('error', 'the run wrote no final evaluation (summary.json)')
+                raise trials_lib.TrialFailed(trial.user_attrs['error'])
+            scores.append(max(best[0], float(final)) if which == 'best' else float(final))
+        return sum(scores) / len(scores)
     return run_one
 
 

@@ -64,6 +64,8 @@ def run(argv: Sequence[str], logdir: str, report: Callable[[int, float], bool],
     the run. Returns (pruned, the run's summary.json). Raises TrialFailed with the
     run's error line when it fails (not when it was stopped)."""
     command = [sys.executable, '-m', RUN_MODULE, *argv]
+    if log_path:
+        os.makedirs(os.path.dirname(os.path.abspath(log_path)), exist_ok=True)
     log = open(log_path or os.devnull, 'w')
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.PIPE, text=True,
                                start_new_session=True,  # stopped by `_stop`, once

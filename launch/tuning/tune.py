@@ -1,11 +1,13 @@
 """Tunes an agent's settings on an environment: an Optuna study whose trials are runs.
 
 `reverb-agents tune --agent=A --env=ID --trials=N --trial_steps=S [--jobs=J]
-[--study=NAME] [--storage=URL] [any train flag]`: an Optuna study (`launch/tuning/study.py`) over the agent's declared search space
+[--study=NAME] [--storage=URL] [any train flag]`: an Optuna study
+(`launch/tuning/study.py`) over the agent's declared search space
 (`launch/tuning/spaces.py`; `--search=a,b` narrows it, `--space=FILE` replaces it);
 each trial is an ordinary run directory `<study_dir>/trial-<n>`
-(`launch/tuning/trials.py`), `--deterministic` unless the command says otherwise, so
-that trials differ by their settings. Every train flag on this command (a preset,
+(`launch/tuning/trials.py`; with `--trial_seeds=K`, K runs `trial-<n>/seed-<s>` whose
+mean is the score), `--deterministic` unless the command says otherwise, so that
+trials differ by their settings. Every train flag on this command (a preset,
 `--num_envs`, a config field) is passed to every trial; a config field given here is
 fixed and leaves the space. `--jobs=J` runs J trials at once, each a process. The
 same command again resumes the study; `--storage=URL` shares it between machines.
@@ -21,15 +23,15 @@ import os
 import signal
 import sys
 import time
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from absl import flags
 
 from reverb_agents.launch.runs import console
 from reverb_agents.launch.runs import options as options_lib
 
-TUNE_FLAGS = ('trials', 'trial_steps', 'jobs', 'study', 'storage', 'study_dir', 'search',
-              'space', 'objective', 'pruner', 'evaluations')
+TUNE_FLAGS = ('trials', 'trial_steps', 'trial_seeds', 'jobs', 'study', 'storage', 'study_dir',
+              'search', 'space', 'objective', 'pruner', 'evaluations')
 USAGE = '--agent=A --env=ID --trials=N --trial_steps=S [--jobs=J] [train flags]'
 STUDY_ROOT = 'runs'  # <STUDY_ROOT>/tune-<study>
 TRIAL_EVAL_EPISODES = 10  # each trial's greedy evaluations, unless --eval_episodes is given
@@ -50,6 +52,9 @@ def define_flags(fv: flags.FlagValues) -> None:
                          'when it resumes)', flag_values=fv)
     flags.DEFINE_integer('trial_steps', None, "each trial's env-step budget (default: the "
                          "run's --num_steps)", flag_values=fv)
+    flags.DEFINE_integer('trial_seeds', 1, 'runs per trial, seeds --seed, --seed + 1, ...; '
+                         'the trial scores their mean (the pruner follows the first)',
+                         flag_values=fv)
     flags.DEFINE_integer('jobs', 1, 'trials run at once on this machine, each a process',
                          flag_values=fv)
     flags.DEFINE_string('study', '', "the study's name (default <agent>-<env>)", flag_values=fv)
@@ -103,7 +108,7 @@ class Plan:
         from reverb_agents.launch.command_line import run_flags
         from reverb_agents.launch.tuning import spaces, study
         self.fv = fv
-        for name in ('trials', 'jobs', 'evaluations'):
+        for name in ('trials', 'trial_seeds', 'jobs', 'evaluations'):
             if fv[name].value < 1:
                 raise TuneError(f'--{name} must be >= 1, got {fv[name].value}')
         self.agent, self.env = fv.agent, fv.env
@@ -146,17 +151,27 @@ class Plan:
                 f'--jobs={jobs}: each trial needs about {memory.human_bytes(TRIAL_BASE_BYTES)} '
                 f'and {memory.human_bytes(available)} is available: at most --jobs={most}')
 
-    def trial_argv(self, number: int, tuned: Sequence[str]) -> List[str]:
-        """A trial's arguments: the passed flags, the budget and directory, the tuned flags."""
-        argv = [*self.passed, f'--num_steps={self.trial_steps}',
-                f'--logdir={os.path.join(self.dir, f"trial-{number}")}',
-                f'--eval_every_steps={max(1, self.trial_steps // (self.fv.evaluations + 1))}',
-                '--noexport']
-        if self.deterministic:
-            argv.append('--deterministic')
-        if self.eval_episodes:
-            argv.append(f'--eval_episodes={TRIAL_EVAL_EPISODES}')
-        return [*argv, *tuned]
+    def trial_runs(self, number: int, tuned: Sequence[str]) -> List[Tuple[str, List[str]]]:
+        """A trial's runs, (directory, arguments) each: the passed flags, the budget and
+        directory, the seed (with `--trial_seeds` > 1: `--seed`, `--seed` + 1, ...), the
+        tuned flags."""
+        seeds = self.fv.trial_seeds
+        runs = []
+        for index in range(seeds):
+            logdir = os.path.join(self.dir, f'trial-{number}')
+            if seeds > 1:
+                logdir = os.path.join(logdir, f'seed-{self.fv.seed + index}')
+            argv = [*self.passed, f'--num_steps={self.trial_steps}', f'--logdir={logdir}',
+                    f'--eval_every_steps={max(1, self.trial_steps // (self.fv.evaluations + 1))}',
+                    '--noexport']
+            if seeds > 1:
+                argv.append(f'--seed={self.fv.seed + index}')
+            if self.deterministic:
+                argv.append('--deterministic')
+            if self.eval_episodes:
+                argv.append(f'--eval_episodes={TRIAL_EVAL_EPISODES}')
+            runs.append((logdir, [*argv, *tuned]))
+        return runs
 
 
 def _flat(config: Any) -> Dict[str, Any]:
@@ -215,8 +230,7 @@ def optimize(study: Any, plan: Plan, fv: flags.FlagValues, remaining: int) -> No
     """Runs `remaining` more trials, `--jobs` at a time, until the study has `--trials`."""
     from reverb_agents.launch.tuning import study as study_lib
     optuna = study_lib.optuna_module()
-    objective = study_lib.objective(plan.space, plan.passed, plan.dir, fv.objective,
-                                    plan.trial_argv)
+    objective = study_lib.objective(plan.space, fv.objective, plan.trial_runs)
     stop = optuna.study.MaxTrialsCallback(
         fv.trials, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED))
     try:

@@ -156,3 +156,18 @@ def test_help_lists_tunes_flags_and_the_agents_ranges(run_script):
     assert result.returncode == 0, result.stderr[-2000:]
     assert '--trials=20' in result.stdout and '--pruner=median' in result.stdout
     assert 'tuned over one of 0.8 / 0.9' in ' '.join(result.stdout.split())  # gae_lambda's
+
+
+def test_a_trial_of_two_seeds_scores_their_mean(tmp_path, run_script):
+    study_dir = tmp_path / 'study'
+    result = run_script('tune', [*STUDY, '--trials=1', '--trial_seeds=2', '--seed=3',
+                                 f'--study_dir={study_dir}'], timeout=600)
+    assert result.returncode == 0, result.stderr[-2000:]
+    (trial,) = _load(str(study_dir)).trials
+    finals = []
+    for seed in (3, 4):
+        with open(study_dir / 'trial-0' / f'seed-{seed}' / 'summary.json') as f:
+            finals.append(json.load(f)['eval_return_mean'])
+    assert trial.value == pytest.approx(sum(finals) / 2)
+    text = (study_dir / 'best.flags').read_text()
+    assert '--seed' not in text and 'the mean of 2 seeds' in text
