@@ -229,7 +229,8 @@ def train(agent: str = 'clear', env: Optional[EnvSource] = None,
 
 
 def tune(agent: str, env: str, trials: int = 20, trial_steps: Optional[int] = None, *,
-         preset: Union[bool, str] = True, jobs: int = 1, study: str = '', storage: str = '',
+         trial_seeds: int = 1, preset: Union[bool, str] = True, jobs: int = 1,
+         study: str = '', storage: str = '',
          study_dir: str = '', search: Sequence[str] = (), space: str = '',
          objective: str = 'final', pruner: str = 'median', evaluations: int = 5,
          **overrides: Any) -> TuneResult:
@@ -238,7 +239,7 @@ def tune(agent: str, env: str, trials: int = 20, trial_steps: Optional[int] = No
     any train flag, passed to every trial (a config field given here is fixed, out of
     the search). Raises ValueError (one line) for bad input."""
     argv = ['tune', f'--agent={agent}', f'--env={env}', f'--trials={trials}',
-            f'--jobs={jobs}', f'--study={study}', f'--storage={storage}',
+            f'--trial_seeds={trial_seeds}', f'--jobs={jobs}', f'--study={study}', f'--storage={storage}',
             f'--study_dir={study_dir}', f'--search={",".join(search)}', f'--space={space}',
             f'--objective={objective}', f'--pruner={pruner}', f'--evaluations={evaluations}']
     if trial_steps is not None:

@@ -171,3 +171,16 @@ def test_a_trial_of_two_seeds_scores_their_mean(tmp_path, run_script):
     assert trial.value == pytest.approx(sum(finals) / 2)
     text = (study_dir / 'best.flags').read_text()
     assert '--seed' not in text and 'the mean of 2 seeds' in text
+
+
+def test_the_python_api_takes_the_same_arguments_typed(tmp_path):
+    from reverb_agents import tune
+    result = tune('clear', 'CartPole-v1', trials=1, trial_steps=3000, preset=False,
+                  search=('learning_rate',), study_dir=str(tmp_path / 'study'), pruner='none',
+                  entropy_cost=0.02, hidden_sizes=(32, 32))
+    assert result.counts == {'COMPLETE': 1} and result.best_value is not None
+    assert set(result.best_params) == {'learning_rate'}
+    text = open(result.best_flags).read()
+    assert '--entropy_cost=0.02' in text and '--hidden_sizes=32,32' in text  # fixed, passed
+    with pytest.raises(ValueError, match="unknown keyword 'entropy'"):
+        tune('clear', 'CartPole-v1', trials=1, study_dir=str(tmp_path / 'other'), entropy=0.1)
