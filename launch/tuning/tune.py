@@ -103,15 +103,14 @@ class Plan:
     """What a study runs, checked: built from the parsed flags before any trial."""
 
     def __init__(self, argv: Sequence[str], fv: flags.FlagValues):
-        # Long: every check of item 5 in one place, in the order a user reads the command.
+        # Long: every check of the command in one place, in the order a user reads it.
         from reverb_agents.agents import registry
         from reverb_agents.launch.command_line import run_flags
         from reverb_agents.launch.tuning import spaces, study
-        self.fv = fv
+        self.fv, self.agent = fv, fv.agent
         for name in ('trials', 'trial_seeds', 'jobs', 'evaluations'):
             if fv[name].value < 1:
                 raise TuneError(f'--{name} must be >= 1, got {fv[name].value}')
-        self.agent, self.env = fv.agent, fv.env
         if fv.trial_steps is not None and fv.trial_steps < 1:
             raise TuneError(f'--trial_steps must be >= 1, got {fv.trial_steps}')
         self.passed = passed_through(argv)
@@ -129,7 +128,6 @@ class Plan:
         fixed = [n for n in given(self.passed) if n in self.defaults]
         self.space = spaces.choose(config_class, self.agent, fv.search, fv.space, fixed,
                                    config)
-        self.fixed = fixed
         self.storage_url = study.storage_url(self.dir, fv.storage)
         self.check_jobs(fv.jobs, options, config)
         self.deterministic = not any(n in ('deterministic', 'nodeterministic')
