@@ -87,20 +87,21 @@ class MLflowTracker(Tracker):
                                "'reverb-agents[mlflow]'") from None
         for name in ('mlflow', 'alembic'):  # their INFO lines on creating the tables
             logging.getLogger(name).setLevel(logging.WARNING)
-        root = os.path.abspath(DEFAULT_ROOT)
         self.uri = tracking_uri or os.environ.get('MLFLOW_TRACKING_URI') or ''
         if not self.uri:
+            root = os.path.abspath(DEFAULT_ROOT)
             os.makedirs(root, exist_ok=True)
             self.uri = f'sqlite:///{os.path.join(root, "mlflow.db")}'
         name = os.environ.get('MLFLOW_EXPERIMENT_NAME') or EXPERIMENT
+        # A SQLite store keeps its artifacts beside its database (MLflow's default is
+        # ./mlruns under whatever directory the process runs in).
+        artifacts = (os.path.join(os.path.dirname(self.uri[len('sqlite:///'):]), 'artifacts')
+                     if self.uri.startswith('sqlite:///') else None)
         try:
             self.client = MlflowClient(self.uri)
             experiment = self.client.get_experiment_by_name(name)
             self.experiment_id = (experiment.experiment_id if experiment is not None else
-                                  self.client.create_experiment(
-                                      name, artifact_location=None if tracking_uri or
-                                      os.environ.get('MLFLOW_TRACKING_URI') else
-                                      os.path.join(root, 'artifacts')))
+                                  self.client.create_experiment(name, artifacts))
         except Exception as error:  # MLflow's errors for a store it cannot use
             raise TrackerError(f'MLflow tracking store {self.uri}: '
                                f'{str(error).splitlines()[0]}') from None

@@ -35,6 +35,7 @@ def test_a_run_reports_its_params_curves_and_saved_model(tmp_path, run_cli):
     assert {'summary.json', 'progress.csv', 'run_config.json', 'saved_model'} <= artifacts
     assert 'saved_model/saved_model.pb' in {
         a.path for a in client.list_artifacts(run.info.run_id, 'saved_model')}
+    assert (tmp_path / 'artifacts').is_dir()  # beside the store, not in the working directory
 
 
 def test_a_studys_trials_are_children_of_its_run(tmp_path, run_script):
