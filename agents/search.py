@@ -90,8 +90,11 @@ class Choice:
 
     def suggest(self, trial: Any, name: str) -> Any:
         # Optuna stores categorical choices as JSON scalars: a tuple goes as its string.
-        keys = [key(v) for v in self.values]
-        return self.values[keys.index(trial.suggest_categorical(name, keys))]
+        return self.value_of(trial.suggest_categorical(name, [key(v) for v in self.values]))
+
+    def value_of(self, stored: Any) -> Any:
+        """The value Optuna stored as `stored` (`key`'s form: a tuple as its text)."""
+        return self.values[[key(v) for v in self.values].index(stored)]
 
     def describe(self) -> str:
         return 'one of ' + ' / '.join(str(key(v)) for v in self.values)

@@ -14,7 +14,7 @@ import sys
 import warnings
 from typing import Any, Dict, List, Optional
 
-from reverb_agents.agents.search import key
+from reverb_agents.agents import search
 from reverb_agents.launch.runs import console
 from reverb_agents.launch.tuning import study as study_lib
 from reverb_agents.launch.tuning.spaces import flag
@@ -46,14 +46,8 @@ def best_flags_text(plan: Any, trial: Any) -> str:
 
 def _values(plan: Any, trial: Any) -> Dict[str, Any]:
     """The trial's settings as the space gives them (a choice's tuple, not its key)."""
-    out = {}
-    for name, space in plan.space.items():
-        value = trial.params[name]
-        keys = getattr(space, 'values', None)
-        if keys is not None:
-            value = keys[[key(v) for v in keys].index(value)]
-        out[name] = value
-    return out
+    return {name: space.value_of(trial.params[name]) if isinstance(space, search.Choice)
+            else trial.params[name] for name, space in plan.space.items()}
 
 
 def export_best(plan: Any, trial: Any) -> str:
