@@ -216,8 +216,7 @@ def train(agent: str = 'clear', env: Optional[EnvSource] = None,
         raise ValueError(str(e)) from None
     if callable(callbacks) or isinstance(callbacks, Callback):
         callbacks = (callbacks,)
-    events = RunEvents(tuple(callbacks), options.logdir, options.progress_row_steps,
-                       options.log_interval_s, options.curve_env_steps) if callbacks else None
+    events = RunEvents.of_run(tuple(callbacks), options) if callbacks else None
     rundir.check_start(options.logdir, resume, options, config)
     try:
         setup_lib.check_networks(options, config)

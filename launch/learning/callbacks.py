@@ -125,6 +125,12 @@ class RunEvents:
         self._env_steps, self._next_env_steps = env_steps, env_steps
         self.stopped = False
 
+    @classmethod
+    def of_run(cls, callbacks: Sequence[CallbackLike], options: Any) -> 'RunEvents':
+        """`callbacks` on a run's progress-row cadences (`RunOptions`'s)."""
+        return cls(callbacks, options.logdir, options.progress_row_steps,
+                   options.log_interval_s, options.curve_env_steps)
+
     def add(self, callback: Callback) -> None:
         """One more callback (an experiment tracker's, `launch/learning/trackers.py`)."""
         self._callbacks += (callback,)

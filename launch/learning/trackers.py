@@ -151,8 +151,7 @@ def with_tracker(events: Optional[RunEvents], tracker: Tracker, options: Any) ->
     """`events` (a new `RunEvents` on the progress rows' cadence when None) with the
     tracker's callback added."""
     if events is None:
-        events = RunEvents((), options.logdir, options.progress_row_steps,
-                           options.log_interval_s, options.curve_env_steps)
+        events = RunEvents.of_run((), options)
     events.add(TrackerCallback(tracker))
     return events
 
