@@ -44,7 +44,9 @@ def _driver(args, logdir):
     return subprocess.Popen(
         [sys.executable, os.path.join(ROOT, 'launch', 'run.py'), f'--logdir={logdir}', *args],
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', PYTHONPATH=ROOT))
+        # Ray folds lines that differ only in numbers ('actor 0 on node ...' and 'actor 1
+        # on node ...' printed within seconds of each other) into one unless told not to.
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3', PYTHONPATH=ROOT, RAY_DEDUP_LOGS='0'))
 
 
 def test_clear_learns_cartpole_on_two_nodes_and_survives_a_killed_actor(cluster, tmp_path):
