@@ -23,7 +23,14 @@ Prints one JSON object. Figures (each what our side measures too):
   'mujoco>=3.2,<4' imageio packaging` in the peer's venv too);
 - `ppo_cartpole`: PPO with RL Zoo's CartPole-v1 hyperparameters until the last 20
   training episodes average >= 475, the wall of `learn()` and a greedy
-  evaluation over 20 episodes when it stops.
+  evaluation over 20 episodes when it stops;
+- `untuned --algo=ppo|a2c|sac|recurrentppo --env=ID --steps=N`: the peer's column of
+  `benchmarks/untuned.py --agents=sb3_ppo,...`: the algorithm with its class defaults
+  (`MlpPolicy`, `MultiInputPolicy` for `Dict` observations, the `Lstm` policies for
+  `RecurrentPPO`; one environment) for N env steps, then 20 greedy episodes of
+  `--eval_env` (default: the same env), the wall of `learn()` beside them.
+  `RecurrentPPO` needs sb3-contrib, MinAtar ids `pip install minatar`, LunarLander
+  `gymnasium[box2d]`, and the suite's own ids this checkout on PYTHONPATH.
 """
 
 import argparse
@@ -33,20 +40,45 @@ import time
 import gymnasium as gym
 import numpy as np
 import torch
-from stable_baselines3 import PPO, SAC
+from stable_baselines3 import A2C, PPO, SAC
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.env_util import make_vec_env
 
 
+class FloatObservation(gym.ObservationWrapper):
+    """MinAtar's boolean image as float32, which SB3's policies take."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.observation_space = gym.spaces.Box(0.0, 1.0, env.observation_space.shape,
+                                                np.float32)
+
+    def observation(self, observation):
+        return observation.astype(np.float32)
+
+
+def make_env(env_id):
+    """`gym.make(env_id)`; MinAtar's ids registered first and their images as floats."""
+    if env_id.startswith('MinAtar/'):
+        import minatar.gym
+        if env_id not in gym.registry:
+            minatar.gym.register_envs()
+        return FloatObservation(gym.make(env_id))
+    return gym.make(env_id)
+
+
 def evaluate(model, env_id, episodes, seed):
-    """Mean and std of `episodes` deterministic episodes seeded seed + 10000 + i."""
-    env = gym.make(env_id)
+    """Mean and std of `episodes` deterministic episodes seeded seed + 10000 + i (a
+    recurrent policy's state carried through each episode)."""
+    env = make_env(env_id)
     returns = []
     for i in range(episodes):
         obs, _ = env.reset(seed=seed + 10000 + i)
-        done, total = False, 0.0
+        done, total, state, start = False, 0.0, None, np.ones((1,), bool)
         while not done:
-            action, _ = model.predict(obs, deterministic=True)
+            action, state = model.predict(obs, state=state, episode_start=start,
+                                          deterministic=True)
+            start = np.zeros((1,), bool)
             obs, reward, terminated, truncated, _ = env.step(action)
             total += float(reward)
             done = terminated or truncated
@@ -126,12 +158,36 @@ def ppo_cartpole(args):
             'eval_return_mean': mean, 'eval_return_std': std}
 
 
+def untuned(args):
+    env = make_env(args.env)
+    dict_obs = isinstance(env.observation_space, gym.spaces.Dict)
+    if args.algo == 'recurrentppo':
+        from sb3_contrib import RecurrentPPO
+        algo, policy = RecurrentPPO, 'MultiInputLstmPolicy' if dict_obs else 'MlpLstmPolicy'
+    else:
+        algo = {'ppo': PPO, 'a2c': A2C, 'sac': SAC}[args.algo]
+        policy = 'MultiInputPolicy' if dict_obs else 'MlpPolicy'
+    model = algo(policy, env, seed=args.seed, device='cpu', verbose=0)
+    start = time.perf_counter()
+    model.learn(total_timesteps=args.steps)
+    wall = time.perf_counter() - start
+    mean, std = evaluate(model, args.eval_env or args.env, 20, args.seed)
+    return {'figure': 'untuned', 'algo': args.algo, 'policy': policy, 'env': args.env,
+            'eval_env': args.eval_env or args.env, 'seed': args.seed, 'env_steps': args.steps,
+            'wall_time_s': wall, 'eval_return_mean': mean, 'eval_return_std': std}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('figure', choices=['sac_updates', 'sac_pendulum', 'sac_mujoco',
-                                           'ppo_cartpole'])
-    parser.add_argument('--env', default='Hopper-v5', help="sac_mujoco's environment")
-    parser.add_argument('--steps', type=int, default=100_000, help="sac_mujoco's env steps")
+                                           'ppo_cartpole', 'untuned'])
+    parser.add_argument('--env', default='Hopper-v5', help="sac_mujoco's or untuned's env")
+    parser.add_argument('--eval_env', default='', help="untuned's evaluation env (default "
+                        '--env)')
+    parser.add_argument('--algo', default='ppo', choices=['ppo', 'a2c', 'sac', 'recurrentppo'],
+                        help="untuned's algorithm (its class defaults)")
+    parser.add_argument('--steps', type=int, default=100_000,
+                        help="sac_mujoco's or untuned's env steps")
     parser.add_argument('--seed', type=int, default=0)
     parser.add_argument('--repeats', type=int, default=3)
     parser.add_argument('--updates', type=int, default=200)

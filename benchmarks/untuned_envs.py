@@ -14,6 +14,10 @@ they are `benchmarks.untuned_envs:<Id>` (gymnasium's `module:Id` form, which
 | `CueMemory-v0` | recall a cue shown only before a delay | 0.25 | 1 |
 | `DictReach-v0` | a 7 x 7 gridworld of `Dict` observations (position, goal) | -0.40 | 0.907 |
 | `Corridor-v0` | 50 cells, each with its own forward action; reward at the end | -0.72 | 0.95 |
+| `CartPoleNoVelocity-v1` | CartPole-v1 with the two velocities hidden (memory needed) | 22.2 | 500 |
+| `PendulumShifted-v1` | Pendulum-v1 whose action is the torque x 10 + 10, bounds [-10, 30] | -1208 | -150 |
+| `GridMultiDiscrete-v0` | a 9 x 9 grid moved by a `MultiDiscrete([3, 3])` action | -0.60 | 0.916 |
+| `CartPoleNoisyReward-v1` | CartPole-v1, each reward plus N(0, 1) noise | 22.2 | 500 |
 
 The table's returns are the environments' own (scaled where they scale).
 `REFERENCES` holds the same in the units the suite *scores*: the original
@@ -37,6 +41,10 @@ MASKED_CUE = 'MaskedCue-v0'
 CUE_MEMORY = 'CueMemory-v0'
 DICT_REACH = 'DictReach-v0'
 CORRIDOR = 'Corridor-v0'
+CARTPOLE_NO_VELOCITY = 'CartPoleNoVelocity-v1'
+PENDULUM_SHIFTED = 'PendulumShifted-v1'
+GRID_MULTIDISCRETE = 'GridMultiDiscrete-v0'
+CARTPOLE_NOISY_REWARD = 'CartPoleNoisyReward-v1'
 MODULE = __name__  # `benchmarks.untuned_envs` when imported as the suite imports it
 
 
@@ -233,6 +241,70 @@ class CueMemory(gym.Env):
         return self._observe(), reward, query, False, {'cue': self._cue}
 
 
+class HideVelocities(gym.ObservationWrapper):
+    """CartPole's observation without its velocities: (cart position, pole angle).
+    One observation no longer tells where the pole is going; two in a row do, so a
+    policy needs memory (or a frame stack) to balance as well as it can with them."""
+
+    KEEP = np.array([0, 2])
+
+    def __init__(self, env: gym.Env):
+        super().__init__(env)
+        space = env.observation_space
+        self.observation_space = gym.spaces.Box(space.low[self.KEEP], space.high[self.KEEP],
+                                                dtype=space.dtype)
+
+    def observation(self, observation):
+        return observation[self.KEEP]
+
+
+def make_cartpole_no_velocity() -> gym.Env:
+    return HideVelocities(gym.make('CartPole-v1', disable_env_checker=True))
+
+
+class NoisyReward(gym.Wrapper):
+    """Each reward plus Gaussian noise of standard deviation `std` (drawn from the
+    environment's own generator, so a seeded reset repeats it). The expected return is
+    the original one; `info['noiseless_reward']` is the original reward."""
+
+    def __init__(self, env: gym.Env, std: float = 1.0):
+        super().__init__(env)
+        self.std = std
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = self.env.step(action)
+        noisy = float(reward) + self.std * float(self.np_random.standard_normal())
+        return observation, noisy, terminated, truncated, dict(
+            info, noiseless_reward=float(reward))
+
+
+def make_noisy_cartpole(std: float = 1.0) -> gym.Env:
+    return NoisyReward(gym.make('CartPole-v1', disable_env_checker=True), std)
+
+
+# --- Pendulum with its action shifted and scaled ------------------------------------------
+
+class AffineAction(gym.ActionWrapper):
+    """A Box action `scale * u + offset` where the wrapped environment takes `u`: the
+    action space's bounds move accordingly (Pendulum's [-2, 2] become [-10, 30] at scale
+    10, offset 10), so an agent that assumes [-1, 1], or symmetric bounds, acts wrong."""
+
+    def __init__(self, env: gym.Env, scale: float, offset: float):
+        super().__init__(env)
+        self.scale, self.offset = scale, offset
+        space = env.action_space
+        self.action_space = gym.spaces.Box(space.low * scale + offset,
+                                           space.high * scale + offset, dtype=space.dtype)
+
+    def action(self, action):
+        return ((np.asarray(action, np.float32) - self.offset) / self.scale).astype(
+            self.env.action_space.dtype)
+
+
+def make_shifted_pendulum(scale: float = 10.0, offset: float = 10.0) -> gym.Env:
+    return AffineAction(gym.make('Pendulum-v1', disable_env_checker=True), scale, offset)
+
+
 # --- A gridworld of Dict observations ---------------------------------------------------
 
 class DictReach(gym.Env):
@@ -270,12 +342,44 @@ class DictReach(gym.Env):
         self._t = 0
         return self._observe(), {}
 
+    def _move(self, action) -> np.ndarray:
+        """The (row, column) step an action takes."""
+        return self.MOVES[int(action)]
+
     def step(self, action):
-        self.position = np.clip(self.position + self.MOVES[int(action)], 0, self.size - 1)
+        self.position = np.clip(self.position + self._move(action), 0, self.size - 1)
         self._t += 1
         reached = bool((self.position == self.goal).all())
         reward = float(reached) - self.step_cost
         return self._observe(), reward, reached, self._t >= self.max_steps, {}
+
+
+# --- A gridworld moved by MultiDiscrete actions -----------------------------------------
+
+class GridMultiDiscrete(DictReach):
+    """A `size` x `size` grid; the action is `MultiDiscrete([3, 3])`: a row move and a
+    column move, each -1, 0 or +1 (a move off the grid stays), so the agent moves
+    diagonally only by choosing both parts right. The observation is (row, column,
+    goal row, goal column) / (size - 1), a Box in [0, 1]^4. The rest is `DictReach`'s:
+    start and goal drawn uniformly, apart; each step costs `step_cost`; reaching the
+    goal adds 1 and ends the episode; `max_steps` truncate it.
+
+    Returns (9 x 9, cost 0.02, 50 steps): best 0.916 (shortest paths, the Chebyshev
+    distance: 1 - 0.02 x its mean 4.21, exact over all start-goal pairs);
+    uniformly random -0.60 (2,000 episodes).
+    """
+
+    def __init__(self, size: int = 9, step_cost: float = 0.02, max_steps: int = 50):
+        super().__init__(size, step_cost, max_steps)
+        self.observation_space = gym.spaces.Box(0.0, 1.0, (4,), np.float32)
+        self.action_space = gym.spaces.MultiDiscrete([3, 3])
+
+    def _observe(self) -> np.ndarray:
+        return (np.concatenate([self.position, self.goal]).astype(np.float32)
+                / np.float32(self.size - 1))
+
+    def _move(self, action) -> np.ndarray:
+        return np.asarray(action, np.int64) - 1
 
 
 # --- A long corridor ----------------------------------------------------------------------
@@ -335,6 +439,14 @@ REFERENCES: Dict[str, Reference] = {
     CUE_MEMORY: Reference(0.25, 1.0),
     DICT_REACH: Reference(-0.40, 0.907),
     CORRIDOR: Reference(-0.72, 0.95),
+    # Without the velocities a random policy falls as soon; an optimal one with memory
+    # still balances for the whole episode.
+    CARTPOLE_NO_VELOCITY: Reference(22.2, 500.0),
+    # The same action distribution as Pendulum-v1's once mapped back, so its references.
+    PENDULUM_SHIFTED: Reference(-1208.0, -150.0),
+    GRID_MULTIDISCRETE: Reference(-0.60, 0.916),
+    # Scored on CartPole-v1 itself (the noise has mean 0).
+    CARTPOLE_NOISY_REWARD: Reference(22.2, 500.0),
 }
 
 
@@ -348,10 +460,14 @@ def _register() -> None:
         CUE_MEMORY: (CueMemory, {}),
         DICT_REACH: (DictReach, {}),
         CORRIDOR: (Corridor, {}),
+        CARTPOLE_NO_VELOCITY: (make_cartpole_no_velocity, {}),
+        PENDULUM_SHIFTED: (make_shifted_pendulum, {}),
+        GRID_MULTIDISCRETE: (GridMultiDiscrete, {}),
+        CARTPOLE_NOISY_REWARD: (make_noisy_cartpole, {}),
     }
     for env_id, (entry_point, kwargs) in entries.items():
         if env_id not in gym.registry:
-            # The wrapped CartPoles and MountainCar keep their own time limits.
+            # The wrapped CartPoles, Pendulum and MountainCar keep their own time limits.
             gym.register(env_id, entry_point=entry_point, kwargs=kwargs,
                          disable_env_checker=True)
 

@@ -17,6 +17,7 @@
 """
 
 import os
+import time
 import warnings
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
@@ -56,16 +57,24 @@ def storage_url(study_dir: str, storage: str) -> str:
     return storage or f'sqlite:///{os.path.abspath(os.path.join(study_dir, DB_NAME))}'
 
 
-def open_storage(url: str) -> Any:
-    """Optuna's RDB storage at `url` with heartbeats, or StudyError (one line)."""
+def open_storage(url: str, attempts: int = 5) -> Any:
+    """Optuna's RDB storage at `url` with heartbeats, or StudyError (one line).
+
+    Two machines started at once on an empty database both create its tables; the one
+    that loses gets a duplicate-key or already-exists error and opens the tables the
+    other made on a later attempt.
+    """
     optuna = optuna_module()
-    try:
-        return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S,
-                                          grace_period=GRACE_S)
-    except Exception as error:  # SQLAlchemy's many errors: its first line says why
-        raise StudyError(f'--storage={url}: cannot open it: '
-                         f'{str(error).splitlines()[0] if str(error) else type(error).__name__}'
-                         ) from None
+    for attempt in range(attempts):
+        try:
+            return optuna.storages.RDBStorage(url, heartbeat_interval=HEARTBEAT_S,
+                                              grace_period=GRACE_S)
+        except Exception as error:  # SQLAlchemy's many errors: its first line says why
+            line = str(error).splitlines()[0] if str(error) else type(error).__name__
+            racing = (type(error).__name__ == 'IntegrityError' or 'already exists' in line)
+            if not racing or attempt == attempts - 1:
+                raise StudyError(f'--storage={url}: cannot open it: {line}') from None
+            time.sleep(0.5 * (attempt + 1))
 
 
 def make_pruner(name: str, trials: int) -> Any:

@@ -163,3 +163,99 @@ def test_a_run_of_the_suite_finds_its_own_environments(tmp_path):
                              extra_flags=['--num_envs=4', '--eval_episodes=1'], timeout_s=120)
     assert result['error'] is None, result['error']
     assert result['score'] is not None and result['score'] > 0, result
+
+
+def test_cartpole_without_velocities_keeps_position_and_angle():
+    plain, hidden = gym.make('CartPole-v1'), gym.make(envs.CARTPOLE_NO_VELOCITY)
+    full, observation = plain.reset(seed=2)[0], hidden.reset(seed=2)[0]
+    np.testing.assert_array_equal(observation, full[[0, 2]])
+    assert hidden.observation_space.shape == (2,)
+    # One observation cannot tell the pole's direction; two in a row can, and a
+    # policy pushing the way the pole moves (from their difference) balances.
+    def by_difference(observation, info, env, rng):
+        angle, last = observation[1], getattr(env, '_last_angle', observation[1])
+        env._last_angle = angle
+        return int(angle + 2.0 * (angle - last) > 0)
+    assert mean_return(envs.CARTPOLE_NO_VELOCITY, by_difference, 3) > 150
+    assert mean_return(envs.CARTPOLE_NO_VELOCITY, uniform, 300) == pytest.approx(
+        envs.REFERENCES[envs.CARTPOLE_NO_VELOCITY].random, rel=0.15)
+
+
+def test_noisy_reward_cartpole_has_the_original_reward_in_expectation():
+    env = gym.make(envs.CARTPOLE_NOISY_REWARD)
+    env.reset(seed=0)
+    rewards, noiseless = [], []
+    for t in range(2000):
+        _, reward, terminated, truncated, info = env.step(t % 2)
+        rewards.append(reward)
+        noiseless.append(info['noiseless_reward'])
+        if terminated or truncated:
+            env.reset()
+    assert set(noiseless) == {1.0}
+    assert np.mean(rewards) == pytest.approx(1.0, abs=0.1)
+    assert np.std(rewards) == pytest.approx(1.0, abs=0.1)
+    assert untuned.TASKS_BY_NAME['cartpole_noisy_reward'].score_env == 'CartPole-v1'
+
+
+def test_shifted_pendulum_maps_its_bounds_onto_pendulums_torque():
+    plain, shifted = gym.make('Pendulum-v1'), gym.make(envs.PENDULUM_SHIFTED)
+    assert shifted.action_space.low[0] == -10.0 and shifted.action_space.high[0] == 30.0
+    plain.reset(seed=4)
+    shifted.reset(seed=4)
+    for action in (-10.0, 10.0, 30.0, 0.0):  # torque -2, 0, 2, -1
+        expected = plain.step(np.array([(action - 10.0) / 10.0], np.float32))
+        got = shifted.step(np.array([action], np.float32))
+        np.testing.assert_allclose(got[0], expected[0], rtol=1e-6)
+        assert got[1] == pytest.approx(expected[1])
+    # A policy that takes the bounds for [-2, 2] (the middle, 0, is torque -1) swings
+    # the pendulum one way only.
+    reference = envs.REFERENCES[envs.PENDULUM_SHIFTED]
+    assert mean_return(envs.PENDULUM_SHIFTED, lambda o, i, e, r: np.zeros(1, np.float32),
+                       3) < reference.best - 500
+
+
+def _chebyshev_path(observation, info, env, rng):
+    return np.sign(env.goal - env.position) + 1
+
+
+def test_grid_multidiscrete_needs_both_parts_of_its_action():
+    env = gym.make(envs.GRID_MULTIDISCRETE)
+    assert env.action_space == gym.spaces.MultiDiscrete([3, 3])
+    reference = envs.REFERENCES[envs.GRID_MULTIDISCRETE]
+    assert mean_return(envs.GRID_MULTIDISCRETE, _chebyshev_path, 2000) == pytest.approx(
+        reference.best, abs=0.01)
+    # Rows only: the column never moves, so most goals are out of reach.
+    assert mean_return(envs.GRID_MULTIDISCRETE, lambda o, i, e, r: np.array(
+        [np.sign(e.goal[0] - e.position[0]) + 1, 1]), 300) < 0
+    assert mean_return(envs.GRID_MULTIDISCRETE, lambda o, i, e, r: r.integers(3, size=2),
+                       1000) == pytest.approx(reference.random, abs=0.08)
+
+
+def test_each_agent_runs_the_tasks_its_action_space_allows():
+    tasks = untuned.TASKS_BY_NAME
+    assert not untuned.takes('acer', tasks['grid_multidiscrete'])
+    assert untuned.takes('clear', tasks['grid_multidiscrete'])
+    assert untuned.takes('sb3_sac', tasks['pendulum_shifted'])
+    assert not untuned.takes('sb3_sac', tasks['cartpole'])
+    assert {t.name for t in untuned.TASKS if untuned.takes('sb3_recurrentppo', t)} == {
+        'memory', 'cartpole_novelocity'}
+    assert sum(t.held_out for t in untuned.TASKS) >= 6
+    runs = untuned.plan(untuned.TASKS, ['acer'], [0], 1.0)
+    assert 'grid_multidiscrete' not in {task.name for task, *_ in runs}
+
+
+def test_the_table_marks_held_out_tasks_and_counts_them_apart():
+    tasks = [untuned.TASKS_BY_NAME['cartpole'], untuned.TASKS_BY_NAME['grid_multidiscrete']]
+    results = [dict(agent=a, task=t, seed=0, fraction=f, wall_s=10.0, error=None)
+               for a, t, f in [('clear', 'cartpole', 1.0), ('clear', 'grid_multidiscrete', 0.5),
+                               ('acer', 'cartpole', 0.9)]]
+    table = untuned.table(results, tasks, ['clear', 'acer'])
+    assert '| grid_multidiscrete (held out) | 0.50 (0.50), 10 s | n/a |' in table
+    assert '| **decision tasks: >= 0.8, median** | 1/1, 1.00 | 1/1, 0.90 |' in table
+    assert '| **held-out tasks: >= 0.8, median** | 0/1, 0.50 | - |' in table
+
+
+def test_the_peer_needs_its_own_python(capsys):
+    assert untuned.main(['--peer=sb3', '--peer_python=/nonexistent/python', '--seeds=0',
+                         '--tasks=cartpole']) == 1
+    assert capsys.readouterr().err.startswith('error: the peer (sb3_ppo, sb3_a2c')

@@ -1,7 +1,8 @@
 """`reverb-agents tune` (`launch/tuning/`) on real runs: a tiny CLEAR study on CartPole
 that prunes, writes `best.flags` that `train` runs and HParams in its trials' event
 files, resumes (after it finished, and after a kill) without repeating a finished
-trial; two `--jobs` on one SQLite study; each bad input one `error:` line before any
+trial; two processes (as two machines) on one study through `--storage`, one with
+two `--jobs`; each bad input one `error:` line before any
 trial starts, an existing study untouched."""
 
 import glob
@@ -99,14 +100,28 @@ def test_a_killed_study_resumes_without_repeating_a_finished_trial(tmp_path, sta
             assert (os.path.getsize(log) if os.path.exists(log) else 0) == size
 
 
-def test_two_jobs_run_trials_at_once_on_one_sqlite_study(tmp_path, run_script):
-    study_dir = str(tmp_path / 'study')
-    result = run_script('tune', [*STUDY, '--trials=2', '--jobs=2', '--pruner=none',
-                                 f'--study_dir={study_dir}'], timeout=600)
-    assert result.returncode == 0, result.stderr[-2000:]
-    first, second = sorted(_load(study_dir).trials, key=lambda t: t.datetime_start)
-    assert first.state.name == second.state.name == 'COMPLETE'
-    assert second.datetime_start < first.datetime_complete  # they overlapped
+def test_two_machines_share_one_study_through_its_storage(tmp_path, start_script):
+    """Two `tune` processes, each with its own study directory (as two machines have),
+    against one `--storage` and `--study`: each trial runs once, on one of them; the
+    first runs two at once (`--jobs=2`). docs/tuning.md shows the same with PostgreSQL."""
+    storage = f'sqlite:///{tmp_path / "shared.db"}'
+    dirs = [str(tmp_path / f'machine-{k}') for k in (0, 1)]
+    processes = [start_script('tune', [*STUDY, '--trials=3', '--pruner=none', '--study=shared',
+                                       f'--storage={storage}', f'--study_dir={directory}',
+                                       *(['--jobs=2'] if k == 0 else [])])
+                 for k, directory in enumerate(dirs)]
+    for process in processes:
+        assert process.wait(timeout=600) == 0, process.output()[-2000:]
+    trials = optuna.load_study(study_name='shared', storage=storage).trials
+    assert sum(t.state.name == 'COMPLETE' for t in trials) >= 3, [t.state.name for t in trials]
+    ran_on = {t.number: [k for k, d in enumerate(dirs)
+                         if os.path.isdir(os.path.join(d, f'trial-{t.number}'))]
+              for t in trials}
+    assert all(len(machines) == 1 for machines in ran_on.values()), ran_on
+    assert {machines[0] for machines in ran_on.values()} == {0, 1}, ran_on
+    first = [t for t in trials if ran_on[t.number] == [0]]
+    assert any(a.datetime_start < b.datetime_complete and b.datetime_start < a.datetime_complete
+               for a in first for b in first if a is not b), first  # two at once
 
 
 def _write(path, text):
