@@ -54,11 +54,17 @@ def export_best(plan: Any, trial: Any) -> str:
     """The best trial's last checkpoint exported to `<study_dir>/best_saved_model`
     (`launch/policies/export.py`); '' with a status line when it could not be."""
     output = os.path.join(plan.dir, BEST_SAVED_MODEL)
+    logdir = trial.user_attrs['logdir']
+    if not os.path.isdir(logdir):  # another machine's trial, on a shared --storage
+        console.status(f'the best trial ({trial.number}) ran on '
+                       f'{trial.user_attrs.get("host", "another machine")}: its policy is in '
+                       f'{logdir} there, not exported here (best.flags retrain it)')
+        return ''
     staging = output + '.new'
     shutil.rmtree(staging, ignore_errors=True)
     process = subprocess.run(
         [sys.executable, '-m', 'reverb_agents.launch.policies.export',
-         f'--logdir={trial.user_attrs["logdir"]}', f'--output={staging}'],
+         f'--logdir={logdir}', f'--output={staging}'],
         capture_output=True, text=True)
     if process.returncode != 0:
         lines = process.stderr.strip().splitlines() or ['no output']

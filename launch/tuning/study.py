@@ -17,6 +17,7 @@
 """
 
 import os
+import socket
 import time
 import warnings
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
@@ -28,6 +29,9 @@ from reverb_agents.launch.tuning import trials as trials_lib
 PRUNERS = ('median', 'halving', 'none')
 OBJECTIVES = ('final', 'best')
 HEARTBEAT_S = 30
+# SQLAlchemy takes postgresql:// to psycopg 3 and mysql:// to mysqlclient.
+DRIVERS = (" (the URL's database driver: pip install 'psycopg[binary]' for postgresql://, "
+           "mysqlclient for mysql://)")
 GRACE_S = 120  # a running trial without a heartbeat for this long is failed
 DB_NAME = 'study.db'
 COUNTED = ('COMPLETE', 'PRUNED')  # finished trials; crashed ones count too (see `finished`)
@@ -73,6 +77,8 @@ def open_storage(url: str, attempts: int = 5) -> Any:
             line = str(error).splitlines()[0] if str(error) else type(error).__name__
             racing = (type(error).__name__ == 'IntegrityError' or 'already exists' in line)
             if not racing or attempt == attempts - 1:
+                if 'DB access module' in line:
+                    line += DRIVERS
                 raise StudyError(f'--storage={url}: cannot open it: {line}') from None
             time.sleep(0.5 * (attempt + 1))
 
@@ -137,6 +143,7 @@ def objective(space: Mapping[str, search.Space], which: str,
         values = {name: s.suggest(trial, name) for name, s in space.items()}
         runs = trial_runs(trial.number, [flag(n, v) for n, v in values.items()])
         trial.set_user_attr('logdir', runs[0][0])
+        trial.set_user_attr('host', socket.gethostname())  # whose disk the runs are on
         scores = []
         for index, (logdir, argv) in enumerate(runs):
             best = [float('-inf')]

@@ -119,6 +119,9 @@ def test_two_machines_share_one_study_through_its_storage(tmp_path, start_script
               for t in trials}
     assert all(len(machines) == 1 for machines in ran_on.values()), ran_on
     assert {machines[0] for machines in ran_on.values()} == {0, 1}, ran_on
+    for k, process in enumerate(processes):  # the best policy here, or where it is
+        assert (os.path.isdir(os.path.join(dirs[k], 'best_saved_model'))
+                or 'not exported here' in process.output()), process.output()[-2000:]
     first = [t for t in trials if ran_on[t.number] == [0]]
     assert any(a.datetime_start < b.datetime_complete and b.datetime_start < a.datetime_complete
                for a in first for b in first if a is not b), first  # two at once
@@ -130,7 +133,7 @@ def _write(path, text):
 
 
 @pytest.mark.parametrize('case', ['search', 'space_kind', 'space_file', 'with_fixed', 'trials',
-                                  'storage', 'jobs', 'other_env'])
+                                  'storage', 'driver', 'jobs', 'other_env'])
 def test_bad_input_is_one_line_before_any_trial(case, tmp_path, run_script):
     study_dir = tmp_path / 'study'
     study_dir.mkdir()
@@ -154,6 +157,9 @@ def test_bad_input_is_one_line_before_any_trial(case, tmp_path, run_script):
                        'replay_fraction: uniform 0..0.875 reaches 0.875, which clear refuses'),
         'trials': (['--trials=0'], '--trials must be >= 1'),
         'storage': (['--storage=sqlite:////no/such/dir/study.db'], 'cannot open it'),
+        # A database URL whose driver is not installed (mysqlclient is in no extra).
+        'driver': (['--storage=mysql://user@127.0.0.1:1/studies'],
+                   "driver: pip install 'psycopg[binary]' for postgresql://"),
         'jobs': (['--jobs=4096'], 'at most --jobs='),
         'other_env': ([], "exists with env='Acrobot-v1'"),
     }[case]
