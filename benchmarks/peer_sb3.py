@@ -28,7 +28,8 @@ Prints one JSON object. Figures (each what our side measures too):
   `benchmarks/untuned.py --agents=sb3_ppo,...`: the algorithm with its class defaults
   (`MlpPolicy`, `MultiInputPolicy` for `Dict` observations, the `Lstm` policies for
   `RecurrentPPO`; one environment) for N env steps, then 20 greedy episodes of
-  `--eval_env` (default: the same env), the wall of `learn()` beside them.
+  `--eval_env` (default: the same env), the wall of `learn()` beside them;
+  `--threads` sets torch's threads.
   `RecurrentPPO` needs sb3-contrib, MinAtar ids `pip install minatar`, LunarLander
   `gymnasium[box2d]`, and the suite's own ids this checkout on PYTHONPATH.
 """
@@ -159,6 +160,8 @@ def ppo_cartpole(args):
 
 
 def untuned(args):
+    if args.threads:
+        torch.set_num_threads(args.threads)
     env = make_env(args.env)
     dict_obs = isinstance(env.observation_space, gym.spaces.Dict)
     if args.algo == 'recurrentppo':
@@ -186,6 +189,8 @@ def main():
                         '--env)')
     parser.add_argument('--algo', default='ppo', choices=['ppo', 'a2c', 'sac', 'recurrentppo'],
                         help="untuned's algorithm (its class defaults)")
+    parser.add_argument('--threads', type=int, default=0,
+                        help="untuned's torch threads (default: torch's own choice)")
     parser.add_argument('--steps', type=int, default=100_000,
                         help="sac_mujoco's or untuned's env steps")
     parser.add_argument('--seed', type=int, default=0)

@@ -58,7 +58,10 @@ PPO, A2C, SAC (Box actions only) and sb3-contrib's `RecurrentPPO` (the memory
 tasks only) with their class defaults, one environment, run by
 `benchmarks/peer_sb3.py untuned` in the peer's own venv (`--peer_python`), on the
 same budgets (PPO, A2C and `RecurrentPPO` the sequence agents', SAC SAC's), seeds
-and 20-episode greedy scoring; `--extra_flags` are not passed to it.
+and 20-episode greedy scoring; `--extra_flags` are not passed to it. Each peer run
+takes one torch thread: with torch's default two beside another job on two shared
+cores, SB3's SAC ran 10k env steps of MountainCarContinuous for over 13 minutes
+(its threads wait on each other), where one thread took 190 s.
 
 **Scores.** The score of a run is its greedy evaluation's mean return
 (`summary.json`'s `eval_return_mean`, 20 episodes) in the task's original
@@ -293,13 +296,14 @@ def original_env_score(saved_model: str, env_id: str, seed: int,
     return float(json.loads(process.stdout.strip().splitlines()[-1])['return_mean'])
 
 
-def peer_command(task: Task, agent: str, seed: int, num_steps: int, peer_python: str
-                 ) -> List[str]:
+def peer_command(task: Task, agent: str, seed: int, num_steps: int, peer_python: str,
+                 threads: int = 1) -> List[str]:
     """The `benchmarks/peer_sb3.py untuned` command of one of the peer's runs: its class
-    defaults, evaluated greedily where this suite scores (`score_env`, else the task)."""
+    defaults, evaluated greedily where this suite scores (`score_env`, else the task),
+    with `threads` torch threads."""
     return [peer_python, 'benchmarks/peer_sb3.py', 'untuned', f'--algo={PEERS[agent]}',
             f'--env={task.env}', f'--eval_env={task.score_env or task.env}',
-            f'--steps={num_steps}', f'--seed={seed}']
+            f'--steps={num_steps}', f'--seed={seed}', f'--threads={threads}']
 
 
 def _peer_result(task: Task, process: subprocess.CompletedProcess, logdir: str
