@@ -233,6 +233,25 @@ def pretrain(learner: contract.Learner) -> bool:
     return loss is not None
 
 
+def queue_capacity(setup: RunSetup) -> int:
+    """Sequences `queue` holds: `--queue_size`, and in a deterministic run at least
+    what its schedule can write before the learner can read.
+
+    There one thread takes turns and the actor acts a whole round only when no batch
+    can be read: until `replay` holds its minimum the queue takes every round, and
+    after it the learner leaves fewer than a batch's fresh sequences before the actor
+    acts again. A queue of `min_replay_size + num_envs + batch_sequences` therefore
+    always takes the next round; a smaller one would stop the run (threaded actors
+    insert sequence by sequence and wait instead). A run that fitted before is the
+    same run: the queue is first in, first out whatever its size.
+    """
+    plan = setup.plan
+    if not setup.options.deterministic:
+        return plan.queue_size
+    return max(plan.queue_size,
+               plan.min_replay_size + setup.options.num_envs + plan.batch_sequences)
+
+
 def make_server_tables(setup: RunSetup) -> List[reverb.Table]:
     """The run's `queue`, `replay` and `variables` tables, sized from the data plan;
     `replay` samples in a seeded order in a deterministic run (`replay.seeded`)."""
@@ -240,7 +259,8 @@ def make_server_tables(setup: RunSetup) -> List[reverb.Table]:
     published = list(make_core(setup).variables)
     return tables_lib.make_tables(
         layout.signature, tables_lib.variables_signature(published),
-        queue_size=layout.items(plan.queue_size), replay_size=layout.items(plan.replay_size),
+        queue_size=layout.items(queue_capacity(setup)),
+        replay_size=layout.items(plan.replay_size),
         min_replay_size=layout.items(plan.min_replay_size),
         replay_eviction=plan.replay_eviction, samples_per_insert=plan.samples_per_insert,
         priority_exponent=plan.priority_exponent,

@@ -146,3 +146,17 @@ def test_a_deterministic_run_does_not_resume(clear_runs, tmp_path, run_main):
     code, errors = run_main([*CLEAR_FLAGS, '--seed=3', '--resume', f'--logdir={logdir}'])
     assert code == 1
     assert len(errors) == 1 and 'do not resume' in errors[0], errors
+
+
+def test_a_round_larger_than_the_queues_room_still_runs(tmp_path, run_main):
+    """64 environments write a round of 64 sequences while a batch of 8 takes 7 fresh
+    ones: with `--queue_size=64` the queue has no room for the next round before the
+    learner runs out of fresh sequences. The deterministic schedule sizes its queue for
+    that (`setup.queue_capacity`) instead of stopping."""
+    logdir = tmp_path / 'run'
+    code, errors = run_main(['--no_preset', '--deterministic', f'--logdir={logdir}',
+                             '--num_envs=64', '--batch_size=8', '--replay_fraction=0.125',
+                             '--queue_size=64', '--num_steps=4000', '--eval_episodes=1',
+                             '--noexport'])
+    assert code == 0 and not errors, errors
+    assert summary(logdir)['learner_steps'] >= 20
