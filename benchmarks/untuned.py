@@ -99,9 +99,12 @@ defaults solve (0.95 by 140k env steps), so it is learnable in the budget.
 
 **Output**: `--out` JSON (tasks with their references and budgets, every run
 with agent, task, seed, return, score, fraction, walls and its error line if
-any) and a markdown table on stdout: rows tasks, columns agents, cell the
-median fraction of best over seeds (and the minimum), a last row the median
-over tasks per agent; failed runs are listed under it with their error line.
+any), rewritten after each run so that a stopped suite keeps what it finished,
+and a markdown table on stdout: rows tasks (held-out ones marked), columns
+agents, cell the median fraction of best over seeds (and the minimum) and the
+median wall of a run, 'n/a' where the agent does not take the task; the last
+rows count the tasks at >= 0.8 and give the median per agent, decision and
+held-out tasks apart; failed runs are listed under it with their error line.
 """
 
 import argparse
@@ -115,7 +118,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:  # runnable as a script from a checkout
@@ -393,9 +396,11 @@ def plan(tasks: Sequence[Task], agents: Sequence[str], seeds: Sequence[int],
 
 
 def run_suite(runs: Sequence[Tuple[Task, str, int, int]], logdir_root: str, jobs: int,
-              extra_flags: Sequence[str], timeout_s: float, peer_python: str = ''
+              extra_flags: Sequence[str], timeout_s: float, peer_python: str = '',
+              on_result: Callable[[List[Dict[str, Any]]], None] = lambda results: None
               ) -> List[Dict[str, Any]]:
-    """Every run, `jobs` at a time; a line per finished run on stderr."""
+    """Every run, `jobs` at a time; a line per finished run on stderr, and
+    `on_result(results so far)` after each."""
     os.makedirs(logdir_root, exist_ok=True)
     results: List[Dict[str, Any]] = []
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
@@ -410,6 +415,7 @@ def run_suite(runs: Sequence[Tuple[Task, str, int, int]], logdir_root: str, jobs
             print(f'[{i}/{len(futures)}] {result["agent"]} {result["task"]} seed '
                   f'{result["seed"]}: {outcome} ({result["wall_s"]:.0f} s)', file=sys.stderr,
                   flush=True)
+            on_result(results)
     return results
 
 
@@ -565,29 +571,36 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     logdir_root = os.path.join(args.logdir_root, stamp)
     extra = shlex.split(args.extra_flags)
     start = time.perf_counter()
-    results = run_suite(plan(runnable, agents, seeds, args.budget_scale), logdir_root,
-                        args.jobs, extra, args.run_timeout_s, args.peer_python)
-    add_fractions(results, references)
     order = {(t.name, a, s): i for i, (t, a, s) in enumerate(
         (t, a, s) for t in runnable for a in agents for s in seeds)}
-    results.sort(key=lambda r: order[r['task'], r['agent'], r['seed']])
-    markdown = table(results, runnable, agents)
-    output = {
+    output: Dict[str, Any] = {
         'suite': 'untuned', 'agents': agents, 'seeds': seeds, 'extra_flags': extra,
         'budget_scale': args.budget_scale, 'eval_episodes': EVAL_EPISODES,
-        'logdir_root': logdir_root, 'wall_s': time.perf_counter() - start,
+        'logdir_root': logdir_root,
         'tasks': {t.name: {'env': t.env, 'random': t.random, 'best': references[t.name][1],
                            'best_source': args.best if t.name in best else 'documented',
                            'documented_best': t.best, 'reward_scale': t.reward_scale,
                            'score_env': t.score_env, 'held_out': t.held_out,
                            'budgets': {a: budget(t, a, args.budget_scale) for a in agents}}
                   for t in runnable},
-        'skipped_tasks': [t.name for t in tasks if t not in runnable],
-        'runs': results, 'table': markdown}
+        'skipped_tasks': [t.name for t in tasks if t not in runnable]}
     out = args.out or os.path.join(logdir_root, f'untuned-{stamp}.json')
     os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    with open(out, 'w') as f:
-        json.dump(output, f, indent=2)
+
+    def write(results: List[Dict[str, Any]]) -> None:
+        """The JSON with the runs so far (a stopped suite keeps what it finished)."""
+        add_fractions(results, references)
+        runs = sorted(results, key=lambda r: order[r['task'], r['agent'], r['seed']])
+        output.update(runs=runs, table=table(runs, runnable, agents),
+                      wall_s=time.perf_counter() - start)
+        with open(out + '.new', 'w') as f:
+            json.dump(output, f, indent=2)
+        os.replace(out + '.new', out)
+
+    results = run_suite(plan(runnable, agents, seeds, args.budget_scale), logdir_root,
+                        args.jobs, extra, args.run_timeout_s, args.peer_python, write)
+    write(results)
+    markdown = output['table']
     print(markdown)
     print(f'\n{len(results)} runs in {output["wall_s"]:.0f} s; fraction of best = '
           f'(score - random) / (best - random), median over seeds (min); JSON: {out}')
