@@ -323,13 +323,11 @@ def _peer_result(task: Task, process: subprocess.CompletedProcess, logdir: str
     os.makedirs(logdir, exist_ok=True)
     with open(os.path.join(logdir, 'peer.json'), 'w') as f:
         json.dump(result, f, indent=2)
-    value = result['eval_return_mean']
-    if task.score_env:
-        return {'return': value, 'score': value, 'train_wall_s': result['wall_time_s'],
-                'env_steps': result['env_steps'],
-                'score_source': f'{task.score_env} (original env)'}
+    value = result['eval_return_mean']  # evaluated on score_env where the task has one
+    scored = ({'score': value, 'score_source': f'{task.score_env} (original env)'}
+              if task.score_env else _scaled(task, value))
     return {'return': value, 'train_wall_s': result['wall_time_s'],
-            'env_steps': result['env_steps'], **_scaled(task, value)}
+            'env_steps': result['env_steps'], **scored}
 
 
 def _scaled(task: Task, value: float) -> Dict[str, Any]:
