@@ -106,16 +106,17 @@ def load(name: str, storage: Any, agent: str, env: str, objective: str, pruner: 
                                 pruner=make_pruner(pruner, trials), direction='maximize',
                                 load_if_exists=True)
     mine = {'agent': agent, 'env': env, 'objective': objective}
-    theirs = study.user_attrs
-    if not theirs:
-        for key, value in mine.items():
+    # Another machine may be creating the study now and have written only some of its
+    # attributes: this command writes those missing, then compares all of them as stored.
+    for key, value in mine.items():
+        if key not in study.user_attrs:
             study.set_user_attr(key, value)
-    else:
-        differ = [f'{k}={theirs.get(k)!r}' for k in mine if theirs.get(k) != mine[k]]
-        if differ:
-            raise StudyError(f'study {name!r} exists with {", ".join(differ)}; this command '
-                             f'has agent={agent!r}, env={env!r}, objective={objective!r}: '
-                             f'name another --study')
+    theirs = study.user_attrs  # read from the storage each time
+    differ = [f'{k}={theirs.get(k)!r}' for k in mine if theirs.get(k) != mine[k]]
+    if differ:
+        raise StudyError(f'study {name!r} exists with {", ".join(differ)}; this command '
+                         f'has agent={agent!r}, env={env!r}, objective={objective!r}: '
+                         f'name another --study')
     return study
 
 

@@ -2,7 +2,7 @@
 that prunes, writes `best.flags` that `train` runs and HParams in its trials' event
 files, resumes (after it finished, and after a kill) without repeating a finished
 trial; two processes (as two machines) on one study through `--storage`, one with
-two `--jobs`; each bad input one `error:` line before any
+two `--jobs`, and one joining a study another is still creating; each bad input one `error:` line before any
 trial starts, an existing study untouched."""
 
 import glob
@@ -125,6 +125,19 @@ def test_two_machines_share_one_study_through_its_storage(tmp_path, start_script
     first = [t for t in trials if ran_on[t.number] == [0]]
     assert any(a.datetime_start < b.datetime_complete and b.datetime_start < a.datetime_complete
                for a in first for b in first if a is not b), first  # two at once
+
+
+def test_a_study_another_machine_is_still_creating_is_joined(tmp_path):
+    """A study whose creator has written only some of its attributes (two machines that
+    start at once) is joined, its missing attributes written; one that differs is refused."""
+    storage = study_lib.open_storage(f'sqlite:///{tmp_path / "racing.db"}')
+    half = optuna.create_study(study_name='racing', storage=storage, direction='maximize')
+    half.set_user_attr('agent', 'clear')
+    args = dict(name='racing', storage=storage, pruner='none', trials=3, seed=0)
+    study = study_lib.load(agent='clear', env='CartPole-v1', objective='final', **args)
+    assert study.user_attrs == {'agent': 'clear', 'env': 'CartPole-v1', 'objective': 'final'}
+    with pytest.raises(study_lib.StudyError, match="env='CartPole-v1'"):
+        study_lib.load(agent='clear', env='Acrobot-v1', objective='final', **args)
 
 
 def _write(path, text):
