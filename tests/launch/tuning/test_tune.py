@@ -2,8 +2,8 @@
 that prunes, writes `best.flags` that `train` runs and HParams in its trials' event
 files, resumes (after it finished, and after a kill) without repeating a finished
 trial; two processes (as two machines) on one study through `--storage`, one with
-two `--jobs`, and one joining a study another is still creating; each bad input one `error:` line before any
-trial starts, an existing study untouched."""
+two `--jobs`, and one joining a study another is still creating; each bad input one
+`error:` line before any trial starts, an existing study untouched."""
 
 import glob
 import json
