@@ -101,11 +101,13 @@ def seeded_reads(setup: RunSetup, actor: Actor, stats: EpisodeStats,
         for table in written:
             # Nothing else runs: a table that cannot take the round now never will.
             if not table.can_insert(items):
+                # The queue is sized for the schedule (setup.queue_capacity): what can
+                # stop it here is replay's samples-per-insert limiter.
                 raise rundir.TrainingError(
                     f'--deterministic: {table.name} cannot take the actor\'s next {items} '
                     f'items and the learner cannot take a batch, so the schedule would wait '
-                    f'forever; a larger --queue_size (at least --num_envs plus the fresh '
-                    f'sequences of a batch) or a smaller --min_replay_size lets it go on')
+                    f'forever (its samples-per-insert limit, set by SAC\'s --updates_per_step, '
+                    f'holds the insert); run without --deterministic')
         return next(rounds, _DONE) is not _DONE
 
     return data.SeededReads(server_tables, clock, act,

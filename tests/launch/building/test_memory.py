@@ -59,8 +59,8 @@ def test_a_million_frames_are_refused_on_a_24_gib_machine():
     assert memory.check_replay_memory(layout, small, available=available) is None
 
 
-def cartpole_setup(config) -> setup_lib.RunSetup:
-    options = RunOptions(agent='clear', env='CartPole-v1', num_envs=4)
+def cartpole_setup(config, **options) -> setup_lib.RunSetup:
+    options = RunOptions(agent='clear', env='CartPole-v1', num_envs=4, **options)
     envs = setup_lib.make_envs(options, config, options.num_envs, 0)
     try:
         return setup_lib.make_setup(options, config, envs)
@@ -87,6 +87,22 @@ def test_both_tables_count_and_the_larger_share_names_its_flag():
     setup = cartpole_setup(config)
     with pytest.raises(rundir.TrainingError, match=r'lower --queue_size or --replay_size \('):
         memory.check_replay_memory(setup.layout, setup.plan, available=1000)
+
+
+def test_a_deterministic_runs_queue_counts_as_sized_for_its_schedule():
+    """`--deterministic` sizes the queue to at least min_replay_size + num_envs + batch
+    (`setup.queue_capacity`): the estimate counts those sequences, not `--queue_size`."""
+    config = configs.from_flat(CLEARConfig, {'replay_size': 5000, 'queue_size': 16,
+                                             'min_replay_size': 1000})
+    setup = cartpole_setup(config, deterministic=True)
+    capacity = setup_lib.queue_capacity(setup)
+    assert capacity >= 1000 + 4
+    item = unpacked_item_bytes(setup.layout)
+    tables = memory.table_bytes(setup.layout, setup.plan, capacity)
+    assert tables['queue'] == (capacity, capacity * item)
+    with pytest.raises(rundir.TrainingError):
+        memory.check_replay_memory(setup.layout, setup.plan, queue_size=capacity,
+                                   available=(5000 + capacity) * item - 1)
 
 
 def test_available_memory_is_measured_or_given(monkeypatch):
