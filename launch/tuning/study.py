@@ -108,10 +108,11 @@ def load(name: str, storage: Any, agent: str, env: str, objective: str, pruner: 
     mine = {'agent': agent, 'env': env, 'objective': objective}
     # Another machine may be creating the study now and have written only some of its
     # attributes: this command writes those missing, then compares all of them as stored.
+    stored = study.user_attrs  # each read is a query of the storage
     for key, value in mine.items():
-        if key not in study.user_attrs:
+        if key not in stored:
             study.set_user_attr(key, value)
-    theirs = study.user_attrs  # read from the storage each time
+    theirs = study.user_attrs  # again: this command's writes and any other machine's
     differ = [f'{k}={theirs.get(k)!r}' for k in mine if theirs.get(k) != mine[k]]
     if differ:
         raise StudyError(f'study {name!r} exists with {", ".join(differ)}; this command '
