@@ -44,11 +44,9 @@ def item_bytes(layout: ItemLayout) -> int:
     return sum(spec.shape.num_elements() * spec.dtype.size for spec in layout.packed_signature)
 
 
-def table_bytes(layout: ItemLayout, plan: DataPlan,
-                queue_size: Optional[int] = None) -> Dict[str, Tuple[int, int]]:
-    """{table: (sequences, bytes)} for the tables a written sequence goes into;
-    `queue_size` the queue's sequences where the run sizes it above `--queue_size`."""
-    sizes = {REPLAY: plan.replay_size, QUEUE: queue_size or plan.queue_size}
+def table_bytes(layout: ItemLayout, plan: DataPlan) -> Dict[str, Tuple[int, int]]:
+    """{table: (sequences, bytes)} for the tables a written sequence goes into."""
+    sizes = {REPLAY: plan.replay_size, QUEUE: plan.queue_size}
     return {table: (sizes[table], layout.items(sizes[table]) * item_bytes(layout))
             for table in plan.tables if table in sizes}
 
@@ -107,13 +105,13 @@ def human_bytes(n: float) -> str:
     return f'{int(n)} B'
 
 
-def check_replay_memory(layout: ItemLayout, plan: DataPlan, available: Optional[int] = None,
-                        queue_size: Optional[int] = None) -> Optional[str]:
+def check_replay_memory(layout: ItemLayout, plan: DataPlan,
+                        available: Optional[int] = None) -> Optional[str]:
     """Raises `TrainingError` when the tables would hold more than `available` bytes
     (default `available_bytes()`); logs and returns a warning over half of it; None
-    when they fit (or nothing says what is available). `queue_size`: as `table_bytes`."""
+    when they fit (or nothing says what is available)."""
     available = available_bytes() if available is None else available
-    tables = table_bytes(layout, plan, queue_size)
+    tables = table_bytes(layout, plan)
     total = sum(size for _, size in tables.values())
     if available is None or not total or total <= available / 2:
         return None

@@ -155,7 +155,7 @@ def make_setup(options: RunOptions, config: Any, envs: gym.vector.VectorEnv) -> 
             demos_lib.load_demos(path, obs_space, envs.single_action_space)
         except demos_lib.DemoError as e:
             raise environments.EnvironmentSetupError(str(e)) from None
-    plan = agent.data_plan(config)
+    plan = sized_for_run(agent.data_plan(config), options)
     step_spec = trajectory.step_spec(observation_spec(obs_space), action_space.action_specs(),
                                      action_space.param_specs(), factory.reward_size(envs))
     layout = ItemLayout(step_spec, state_spec(core), plan.sequence_length, plan.sequence_period,
@@ -233,9 +233,9 @@ def pretrain(learner: contract.Learner) -> bool:
     return loss is not None
 
 
-def queue_capacity(setup: RunSetup) -> int:
-    """Sequences `queue` holds: `--queue_size`, and in a deterministic run at least
-    what its schedule can write before the learner can read.
+def sized_for_run(plan: contract.DataPlan, options: RunOptions) -> contract.DataPlan:
+    """The agent's plan with the queue a deterministic run needs: at least what its
+    schedule can write before the learner can read (`--queue_size` otherwise).
 
     There one thread takes turns and the actor acts a whole round only when no batch
     can be read: until `replay` holds its minimum the queue takes every round, and
@@ -245,11 +245,10 @@ def queue_capacity(setup: RunSetup) -> int:
     insert sequence by sequence and wait instead). A run that fitted before is the
     same run: the queue is first in, first out whatever its size.
     """
-    plan = setup.plan
-    if not setup.options.deterministic:
-        return plan.queue_size
-    return max(plan.queue_size,
-               plan.min_replay_size + setup.options.num_envs + plan.batch_sequences)
+    if not options.deterministic:
+        return plan
+    return dataclasses.replace(plan, queue_size=max(
+        plan.queue_size, plan.min_replay_size + options.num_envs + plan.batch_sequences))
 
 
 def make_server_tables(setup: RunSetup) -> List[reverb.Table]:
@@ -259,7 +258,7 @@ def make_server_tables(setup: RunSetup) -> List[reverb.Table]:
     published = list(make_core(setup).variables)
     return tables_lib.make_tables(
         layout.signature, tables_lib.variables_signature(published),
-        queue_size=layout.items(queue_capacity(setup)),
+        queue_size=layout.items(plan.queue_size),
         replay_size=layout.items(plan.replay_size),
         min_replay_size=layout.items(plan.min_replay_size),
         replay_eviction=plan.replay_eviction, samples_per_insert=plan.samples_per_insert,

@@ -101,7 +101,7 @@ def seeded_reads(setup: RunSetup, actor: Actor, stats: EpisodeStats,
         for table in written:
             # Nothing else runs: a table that cannot take the round now never will.
             if not table.can_insert(items):
-                # The queue is sized for the schedule (setup.queue_capacity): what can
+                # The queue is sized for the schedule (setup.sized_for_run): what can
                 # stop it here is replay's samples-per-insert limiter.
                 raise rundir.TrainingError(
                     f'--deterministic: {table.name} cannot take the actor\'s next {items} '

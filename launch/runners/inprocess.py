@@ -147,8 +147,7 @@ def _train(options: RunOptions, config: Any, events: Optional[RunEvents]) -> Dic
 
     envs = setup_lib.make_envs(options, config, options.num_envs, options.seed)
     setup = setup_lib.make_setup(options, config, envs)
-    memory.check_replay_memory(setup.layout, setup.plan,
-                               queue_size=setup_lib.queue_capacity(setup))
+    memory.check_replay_memory(setup.layout, setup.plan)
     if options.deterministic:
         deterministic.check(setup)
     run = LearnerRun(setup, pair_replay=options.save_replay)

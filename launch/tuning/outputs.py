@@ -118,7 +118,7 @@ def table(plan: Any, study: Any, trial: Any, wall_s: float) -> str:
 class TuneResult:
     """What `tune` returns (`reverb_agents.tune`)."""
     study_dir: str
-    counts: Dict[str, int]  # trials by state: COMPLETE, PRUNED, FAIL, ...
+    counts: Dict[str, int]  # trials by state: COMPLETE, PRUNED, FAIL, STOPPED (not counted), ...
     best_value: Optional[float] = None  # the best trial's score (None: no trial completed)
     best_params: Dict[str, Any] = dataclasses.field(default_factory=dict)
     best_flags: str = ''  # <study_dir>/best.flags

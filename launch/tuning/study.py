@@ -183,10 +183,15 @@ def best_trial(study: Any) -> Optional[Any]:
 
 
 def counts(study: Any) -> Dict[str, int]:
-    """Trials by state name (COMPLETE, PRUNED, FAIL, RUNNING, ...)."""
+    """Trials by state name (COMPLETE, PRUNED, FAIL, RUNNING, ...); STOPPED: those
+    Optuna stores as FAIL because a kill or Ctrl-C ended them, which do not count
+    (`finished`)."""
     out: Dict[str, int] = {}
     for trial in study.get_trials(deepcopy=False):
-        out[trial.state.name] = out.get(trial.state.name, 0) + 1
+        state = trial.state.name
+        if state == 'FAIL' and 'error' not in trial.user_attrs:
+            state = 'STOPPED'
+        out[state] = out.get(state, 0) + 1
     return out
 
 

@@ -91,17 +91,17 @@ def test_both_tables_count_and_the_larger_share_names_its_flag():
 
 def test_a_deterministic_runs_queue_counts_as_sized_for_its_schedule():
     """`--deterministic` sizes the queue to at least min_replay_size + num_envs + batch
-    (`setup.queue_capacity`): the estimate counts those sequences, not `--queue_size`."""
+    (`setup.sized_for_run`): the estimate counts those sequences, not `--queue_size`."""
     config = configs.from_flat(CLEARConfig, {'replay_size': 5000, 'queue_size': 16,
                                              'min_replay_size': 1000})
     setup = cartpole_setup(config, deterministic=True)
-    capacity = setup_lib.queue_capacity(setup)
+    capacity = setup.plan.queue_size
     assert capacity >= 1000 + 4
     item = unpacked_item_bytes(setup.layout)
-    tables = memory.table_bytes(setup.layout, setup.plan, capacity)
+    tables = memory.table_bytes(setup.layout, setup.plan)
     assert tables['queue'] == (capacity, capacity * item)
     with pytest.raises(rundir.TrainingError):
-        memory.check_replay_memory(setup.layout, setup.plan, queue_size=capacity,
+        memory.check_replay_memory(setup.layout, setup.plan,
                                    available=(5000 + capacity) * item - 1)
 
 

@@ -152,7 +152,7 @@ def test_a_round_larger_than_the_queues_room_still_runs(tmp_path, run_main):
     """64 environments write a round of 64 sequences while a batch of 8 takes 7 fresh
     ones: with `--queue_size=64` the queue has no room for the next round before the
     learner runs out of fresh sequences. The deterministic schedule sizes its queue for
-    that (`setup.queue_capacity`) instead of stopping."""
+    that (`setup.sized_for_run`) instead of stopping."""
     logdir = tmp_path / 'run'
     code, errors = run_main(['--no_preset', '--deterministic', f'--logdir={logdir}',
                              '--num_envs=64', '--batch_size=8', '--replay_fraction=0.125',

@@ -100,6 +100,20 @@ def test_a_killed_study_resumes_without_repeating_a_finished_trial(tmp_path, sta
             assert (os.path.getsize(log) if os.path.exists(log) else 0) == size
 
 
+def test_trials_a_kill_ended_are_counted_apart_from_failed_ones():
+    """Optuna stores a trial a kill ended as FAIL, like a crashed one; only the crashed
+    one (its error line recorded) counts towards `--trials`, and the counts the table
+    prints say which is which."""
+    study = optuna.create_study()
+    trial = optuna.trial.create_trial
+    study.add_trial(trial(state=optuna.trial.TrialState.COMPLETE, value=1.0))
+    study.add_trial(trial(state=optuna.trial.TrialState.FAIL, user_attrs={'error': 'boom'}))
+    study.add_trial(trial(state=optuna.trial.TrialState.FAIL))
+    study.add_trial(trial(state=optuna.trial.TrialState.FAIL))
+    assert study_lib.counts(study) == {'COMPLETE': 1, 'FAIL': 1, 'STOPPED': 2}
+    assert study_lib.finished(study) == 2
+
+
 def test_two_machines_share_one_study_through_its_storage(tmp_path, start_script):
     """Two `tune` processes, each with its own study directory (as two machines have),
     against one `--storage` and `--study`: each trial runs once, on one of them; the
