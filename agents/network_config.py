@@ -95,6 +95,10 @@ class NetworkConfig:
     memory_kwargs: str = field('', 'key=value,... passed to a --memory=MODULE:FUNCTION factory')
     memory_skip: bool = field(False, "the torso's features also go around the memory to the "
                               'heads (concatenated with its output)')
+    rescale_actions: bool = field(True, 'Box actions with finite bounds are Gaussians in '
+                                  '[-1, 1] units, clipped there and rescaled to the bounds; '
+                                  "false: in the Box's own units, clipped to its bounds "
+                                  "(SAC's squashed actions are in [-1, 1] either way)")
 
     def __post_init__(self):
         if user_spec.is_user_network(self.torso):

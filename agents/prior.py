@@ -118,7 +118,8 @@ class PriorPolicy:
                                      'dtype': 'float32'})
 
     def _step(self, first, observation, prev_action, prev_reward, state):
-        env_prev = env_action_tensor(self._action_space.space, self._action_space.squash,
+        env_prev = env_action_tensor(self._action_space.space,
+                                     any(leaf.rescaled for leaf in self._action_space.leaves),
                                      prev_action)
         feeds = {part['name']: tf.cast(_at(observation, part['path']), part['dtype'])
                  for part in self._inputs}

@@ -9,9 +9,12 @@ kind's behaviour (sizes, specs, log-probability, sampling, env conversion):
     (several action heads, as with StarCraft-style actions);
 - `Box(shape)` -> one `Gaussian` (diagonal) leaf over `prod(shape)` dimensions,
     parameterised by `[mean, log_std]` concatenated on the last axis; with
-    `squash=True` (SAC) a `TanhGaussian` instead: actions live in `[-1, 1]`
-    inside the library and are rescaled to the Box bounds by `to_env` (the
-    bounds must be finite);
+    `rescale=True` and finite bounds its actions are in `[-1, 1]` units inside
+    the library, clipped there and rescaled to the bounds by `to_env` (so a
+    policy's noise is the same share of any Box's range), otherwise in the
+    Box's own units, clipped to its bounds; with `squash=True` (SAC) a
+    `TanhGaussian` instead: actions live in `[-1, 1]` inside the library and
+    are rescaled to the Box bounds by `to_env` (the bounds must be finite);
 - `Tuple` / `Dict` -> the leaves of their members, in gymnasium's order.
 
 Inside the library an action is a tuple with one tensor per leaf (`[...]`
@@ -32,6 +35,7 @@ import gymnasium as gym
 import numpy as np
 import tensorflow as tf
 
+UNIT_RANGE = '[-1, 1]'  # an export's `units` of a Gaussian leaf rescaled to its bounds
 LOG_STD_MIN = -5.0
 LOG_STD_MAX = 2.0
 # The logit of an action an action mask forbids: exp underflows to an exact 0 in
@@ -71,6 +75,12 @@ class Leaf:
     def action_spec(self) -> tf.TensorSpec:
         """The spec of one action (no batch dimension)."""
         raise NotImplementedError
+
+    @property
+    def rescaled(self) -> bool:
+        """True when the leaf's actions are in [-1, 1] units, rescaled to the Box's bounds
+        on the way to the environment (`to_env`) and back (`from_env`)."""
+        return False
 
     def clip_params(self, p: tf.Tensor) -> tf.Tensor:
         """The policy head's raw output `[..., param_size]` made valid (same shape)."""
@@ -192,7 +202,14 @@ class _DiagonalGaussian(Leaf):
 
 @dataclasses.dataclass(frozen=True)
 class Gaussian(_DiagonalGaussian):
-    """A diagonal Gaussian over `size` unbounded dimensions (clipped to the Box in `to_env`)."""
+    """A diagonal Gaussian over `size` unbounded dimensions, clipped to the Box in
+    `to_env`: in the Box's own units, or with `unit` in [-1, 1] units, rescaled to its
+    (finite) bounds."""
+    unit: bool = False
+
+    @property
+    def rescaled(self) -> bool:
+        return self.unit
 
     def log_prob(self, p: tf.Tensor, a: tf.Tensor) -> tf.Tensor:
         return gaussian_log_prob(p, a)
@@ -218,10 +235,14 @@ class Gaussian(_DiagonalGaussian):
         # Clipped here only: the stored action keeps the unclipped sample, whose
         # log-probability the learner needs.
         a = np.asarray(a).reshape((-1,) + space.shape)
+        if self.unit:
+            a = from_unit_interval(np.clip(a, -1.0, 1.0), space.low, space.high)
         return np.clip(a, space.low, space.high).astype(space.dtype)
 
     def from_env(self, a: np.ndarray, space: gym.Space) -> np.ndarray:
         a = np.asarray(a, np.float32)
+        if self.unit:
+            a = to_unit_interval(a, space.low, space.high).astype(np.float32)
         return a.reshape(len(a), -1)
 
 
@@ -257,6 +278,10 @@ class TanhGaussian(_DiagonalGaussian):
         actions = rng.uniform(-1.0, 1.0, (batch_size, self.size)).astype(np.float32)
         return actions, -self.size * math.log(2.0)
 
+    @property
+    def rescaled(self) -> bool:
+        return True
+
     def to_env(self, a: np.ndarray, space: gym.Space) -> np.ndarray:
         a = np.asarray(a).reshape((-1,) + space.shape)
         a = from_unit_interval(np.clip(a, -1.0, 1.0), space.low, space.high)
@@ -268,7 +293,12 @@ class TanhGaussian(_DiagonalGaussian):
         return a.reshape(len(a), -1)
 
 
-def _leaves(space: gym.Space, path: str, squash: bool = False) -> List[Leaf]:
+def _finite(space: gym.spaces.Box) -> bool:
+    return bool(np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high)))
+
+
+def _leaves(space: gym.Space, path: str, squash: bool = False,
+            rescale: bool = False) -> List[Leaf]:
     if isinstance(space, gym.spaces.Discrete):
         return [Categorical(int(space.n), int(space.start))]
     if isinstance(space, gym.spaces.MultiDiscrete):
@@ -279,18 +309,18 @@ def _leaves(space: gym.Space, path: str, squash: bool = False) -> List[Leaf]:
             raise UnsupportedSpaceError(
                     f'action space{path} is an integer Box {space}; use Discrete or '
                     'MultiDiscrete for integer actions')
-        if squash and not (np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high))):
+        if squash and not _finite(space):
             raise UnsupportedSpaceError(
                     f'action space{path} {space} has infinite bounds; a squashed (tanh) '
                     'policy needs finite ones')
         size = int(np.prod(space.shape))
-        return [TanhGaussian(size) if squash else Gaussian(size)]
+        return [TanhGaussian(size) if squash else Gaussian(size, rescale and _finite(space))]
     if isinstance(space, gym.spaces.Tuple):
         return [l for i, s in enumerate(space.spaces)
-                for l in _leaves(s, f'{path}[{i}]', squash)]
+                for l in _leaves(s, f'{path}[{i}]', squash, rescale)]
     if isinstance(space, gym.spaces.Dict):
         return [l for k, s in space.spaces.items()
-                for l in _leaves(s, f'{path}[{k!r}]', squash)]
+                for l in _leaves(s, f'{path}[{k!r}]', squash, rescale)]
     raise UnsupportedSpaceError(
             f'action space{path} {space} is not supported (supported: Discrete, '
             'MultiDiscrete, Box, and Tuple/Dict of those)')
@@ -303,10 +333,12 @@ class ActionSpace:
     entropy, KL) or collects (everything else) the per-leaf results.
     """
 
-    def __init__(self, space: gym.Space, squash: bool = False):
+    def __init__(self, space: gym.Space, squash: bool = False, rescale: bool = False):
+        """`squash`: Box actions as tanh-squashed Gaussians (SAC); `rescale`: unsquashed
+        ones with finite bounds in [-1, 1] units (`Gaussian.unit`)."""
         self.space = space
         self.squash = squash
-        self.leaves: Tuple[Leaf, ...] = tuple(_leaves(space, '', squash))
+        self.leaves: Tuple[Leaf, ...] = tuple(_leaves(space, '', squash, rescale))
 
     # --- sizes and specs --------------------------------------------------
 
@@ -359,8 +391,10 @@ class ActionSpace:
         return total
 
     def policy_spec(self) -> List[dict]:
-        """Each leaf's distribution kind and parameter width (an export's specs)."""
-        return [{'kind': type(leaf).__name__, 'param_size': leaf.param_size}
+        """Each leaf's distribution kind and parameter width (an export's specs), and
+        `units` for a Gaussian in [-1, 1] units (whose params mean other actions)."""
+        return [{'kind': type(leaf).__name__, 'param_size': leaf.param_size,
+                 **({'units': UNIT_RANGE} if isinstance(leaf, Gaussian) and leaf.unit else {})}
                 for leaf in self.leaves]
 
     def sample(self, params: Sequence[tf.Tensor]) -> Tuple[tf.Tensor, ...]:
@@ -440,7 +474,7 @@ class ActionSpace:
 
         Gaussian actions are clipped to the Box bounds here (the stored action
         keeps the unclipped sample, whose log-probability the learner needs);
-        squashed actions in [-1, 1] are rescaled to the bounds.
+        actions in [-1, 1] units (squashed, or `Gaussian.unit`) are rescaled to them.
         """
         it = iter(zip(self.leaves, actions))
 
@@ -494,11 +528,11 @@ def to_unit_interval(a: Any, low: Any, high: Any) -> Any:
     return 2.0 * (a - low) / (high - low) - 1.0
 
 
-def env_action_tensor(space: gym.Space, squash: bool, leaves: Sequence[tf.Tensor]) -> tf.Tensor:
+def env_action_tensor(space: gym.Space, rescaled: bool, leaves: Sequence[tf.Tensor]) -> tf.Tensor:
     """Batched per-leaf actions `[B, ...]` -> the environment's format as one tensor, in
     the graph (`ActionSpace.to_env` is the numpy version): a `Discrete` index plus its
     `start`, a `MultiDiscrete` array of them, a `Box` action clipped to the bounds
-    (a `squash`ed one first rescaled from [-1, 1] to them)."""
+    (one in [-1, 1] units, `rescaled`, first rescaled to them)."""
     dtype = tf.as_dtype(space.dtype)
     if isinstance(space, gym.spaces.Discrete):
         return tf.cast(leaves[0], dtype) + int(space.start)
@@ -506,7 +540,7 @@ def env_action_tensor(space: gym.Space, squash: bool, leaves: Sequence[tf.Tensor
         flat = tf.stack(leaves, -1) + np.asarray(space.start, np.int32).ravel()
         return tf.cast(tf.reshape(flat, [-1, *space.nvec.shape]), dtype)
     action = tf.reshape(leaves[0], [-1, *space.shape])
-    if squash:
+    if rescaled:
         action = from_unit_interval(tf.clip_by_value(action, -1.0, 1.0), space.low, space.high)
     return tf.cast(tf.clip_by_value(action, space.low, space.high), dtype)
 

@@ -147,7 +147,8 @@ def make_setup(options: RunOptions, config: Any, envs: gym.vector.VectorEnv) -> 
     agent = registry.get(options.agent)
     config = for_tasks(options, config)  # as `resolve_config` made it (callers may skip it)
     torsos.set_precision(options.torso_precision)  # before any network is traced
-    action_space = factory.check_spaces(options.env, envs, agent.squash_actions)
+    action_space = factory.check_spaces(options.env, envs, agent.squash_actions,
+                                        config.network.rescale_actions)
     obs_space = envs.single_observation_space
     core = build_checked_core(options, config, obs_space, action_space)
     for path in agent.demo_files(config):  # one line now, not a traceback in the learner

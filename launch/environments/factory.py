@@ -185,10 +185,12 @@ def _ale_vector_env(env_id: str, num_envs: int, seed: int, wrapped: bool,
     return envs
 
 
-def check_spaces(env_id: str, envs: gym.vector.VectorEnv, squash: bool = False) -> ActionSpace:
-    """Raises `EnvironmentSetupError` (one line) when the agent cannot handle the spaces."""
+def check_spaces(env_id: str, envs: gym.vector.VectorEnv, squash: bool = False,
+                 rescale: bool = False) -> ActionSpace:
+    """The run's `ActionSpace` (`squash`, `rescale`: as its arguments); raises
+    `EnvironmentSetupError` (one line) when the agent cannot handle the spaces."""
     try:
         observation_spec(envs.single_observation_space)
-        return ActionSpace(envs.single_action_space, squash)
+        return ActionSpace(envs.single_action_space, squash, rescale)
     except UnsupportedSpaceError as e:
         raise EnvironmentSetupError(f'{env_id}: {e}') from None

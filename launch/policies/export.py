@@ -96,10 +96,14 @@ class ExportedPolicy(tf.Module):
             self._action_parts = signatures.action_parts(space)
         except UnsupportedSpaceError as e:
             raise ExportError(str(e)) from None
-        self._core, self._actions, self._squash = core, action_space, action_space.squash
+        self._core, self._actions = core, action_space
         # How many of the library's action leaves each component is (MultiDiscrete: one
-        # per entry), in the order `networks.distributions` flattens them.
+        # per entry), in the order `networks.distributions` flattens them, and whether
+        # its actions are in [-1, 1] units (rescaled to its bounds).
         self._leaf_counts = [len(ActionSpace(p.space).leaves) for p in self._action_parts]
+        starts = np.cumsum([0] + self._leaf_counts[:-1])
+        self._rescaled = [any(leaf.rescaled for leaf in action_space.leaves[s:s + n])
+                          for s, n in zip(starts, self._leaf_counts)]
         self._state_structure = core.initial_state(1)
         flat_state = tf.nest.flatten(self._state_structure)
         self._state_specs = ([tf.TensorSpec([None, *s.shape[1:]], s.dtype) for s in flat_state]
@@ -160,7 +164,7 @@ class ExportedPolicy(tf.Module):
             flat = [tf.zeros([batch_size, 0], tf.float32)]
         return {f'state_{i}': s for i, s in enumerate(flat)}
 
-    def _component_leaves(self, space: gym.Space, env_action: tf.Tensor):
+    def _component_leaves(self, space: gym.Space, rescaled: bool, env_action: tf.Tensor):
         """One action component in the environment's format -> its library leaves."""
         batch = tf.shape(env_action)[0]
         if isinstance(space, gym.spaces.Discrete):
@@ -169,7 +173,7 @@ class ExportedPolicy(tf.Module):
             flat = tf.reshape(env_action, [batch, -1]) - np.asarray(space.start).ravel()
             return tuple(tf.cast(flat[:, i], tf.int32) for i in range(flat.shape[1]))
         action = tf.reshape(tf.cast(env_action, tf.float32), [batch, -1])
-        if self._squash:  # the library's squashed actions live in [-1, 1]
+        if rescaled:  # the library's actions live in [-1, 1]
             low, high = (np.asarray(b, np.float32).ravel() for b in (space.low, space.high))
             action = to_unit_interval(action, low, high)
         return (action,)
@@ -181,8 +185,8 @@ class ExportedPolicy(tf.Module):
         structure = tf.nest.pack_sequence_as(
             self._state_structure, flat_state[:len(tf.nest.flatten(self._state_structure))])
         prev_leaves = ()
-        for part in self._action_parts:
-            prev_leaves += self._component_leaves(part.space, inputs[part.prev_name])
+        for part, rescaled in zip(self._action_parts, self._rescaled):
+            prev_leaves += self._component_leaves(part.space, rescaled, inputs[part.prev_name])
         if self._max_step_mul:  # the head's value is the repeat count - 1
             prev_leaves += (inputs['prev_step_mul'] - 1,)
         # The core zeroes the previous action and reward where `first` is true and
@@ -201,8 +205,8 @@ class ExportedPolicy(tf.Module):
         params, new_state = self._unroll(**inputs)
         leaves = self._actions.mode(params) if deterministic else self._actions.sample(params)
         outputs, start = {}, 0
-        for part, count in zip(self._action_parts, self._leaf_counts):
-            outputs[part.name] = env_action_tensor(part.space, self._squash,
+        for part, count, rescaled in zip(self._action_parts, self._leaf_counts, self._rescaled):
+            outputs[part.name] = env_action_tensor(part.space, rescaled,
                                                    leaves[start:start + count])
             start += count
         if self._max_step_mul:

@@ -49,18 +49,28 @@ def check_logdir(logdir: str) -> None:
         raise TrainingError(f'--logdir={logdir} is not a directory ({path} is a file)')
 
 
+# Config fields added after runs were stored without them, and the value those runs had
+# (sub-config, field, value): an older run rebuilt (exported, resumed) stays the same run.
+LEGACY_FIELDS = (('network', 'rescale_actions', False),)
+
+
 def read_run_config(logdir: str) -> Optional[Dict[str, Any]]:
     """`run_config.json` of `logdir` ({'agent', 'env', 'config', 'env_options', 'seed'}),
-    or None (`seed` None for a run that did not record it)."""
+    or None (`seed` None for a run that did not record it); a field stored runs lack
+    has their value (`LEGACY_FIELDS`)."""
     path = os.path.join(logdir, RUN_CONFIG)
     if not os.path.exists(path):
         return None
     try:
         with open(path) as f:
             run = json.load(f)
-        return {'agent': run['agent'], 'env': run['env'], 'config': run['config'],
+        config = run['config']
+        for section, name, value in LEGACY_FIELDS:
+            if isinstance(config.get(section), dict):
+                config[section].setdefault(name, value)
+        return {'agent': run['agent'], 'env': run['env'], 'config': config,
                 'env_options': run.get('env_options', {}), 'seed': run.get('seed')}
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise TrainingError(f'{path} is not a run config ({e}); use another --logdir') from None
 
 

@@ -7,7 +7,7 @@ import tensorflow_probability as tfp
 
 from reverb_agents.networks.distributions import (
     LOG_STD_MAX, LOG_STD_MIN, ActionSpace, Categorical, Gaussian, Leaf, TanhGaussian,
-    UnsupportedSpaceError)
+    UnsupportedSpaceError, env_action_tensor)
 
 tfd = tfp.distributions
 
@@ -434,6 +434,31 @@ def test_to_env_accepts_tensors_from_sample():
     env = space.to_env(tuple(a.numpy() for a in actions))
     assert env[0].shape == (B,) and np.all((env[0] >= 1) & (env[0] <= 3))
     assert env[1].shape == (B, 2) and np.all(np.abs(env[1]) <= 1.0)
+
+
+def test_rescaled_box_actions_are_in_unit_range_and_map_to_the_bounds():
+    """`rescale`: a Box with finite bounds is a Gaussian in [-1, 1] units, clipped there
+    and mapped onto the bounds (Pendulum's [-2, 2] shifted to [-10, 30] acts the same);
+    an infinite bound keeps the Box's own units."""
+    box = gym.spaces.Box(np.array([-10.0, 0.0], np.float32), np.array([30.0, 2.0], np.float32))
+    space = ActionSpace(gym.spaces.Tuple((box, gym.spaces.Box(-np.inf, np.inf, (1,)))),
+                        rescale=True)
+    assert space.leaves == (Gaussian(2, unit=True), Gaussian(1, unit=False))
+    assert [leaf.rescaled for leaf in space.leaves] == [True, False]
+    unit = np.array([[-1.0, 1.0], [0.0, 0.5], [3.0, -7.0]], np.float32)
+    raw = np.array([[5.0], [-3.0], [100.0]], np.float32)
+    env = space.to_env((unit, raw))
+    np.testing.assert_allclose(env[0], [[-10.0, 2.0], [10.0, 1.5], [30.0, 0.0]])
+    np.testing.assert_array_equal(env[1], raw)
+    back = space.from_env(env)
+    np.testing.assert_allclose(back[0], np.clip(unit, -1.0, 1.0), atol=1e-6)
+    np.testing.assert_array_equal(back[1], raw)
+    graph = env_action_tensor(box, True, (tf.constant(unit),)).numpy()
+    np.testing.assert_allclose(graph, env[0], atol=1e-6)
+    assert space.policy_spec() == [
+        {'kind': 'Gaussian', 'param_size': 4, 'units': '[-1, 1]'},
+        {'kind': 'Gaussian', 'param_size': 2}]
+    assert ActionSpace(box).leaves == (Gaussian(2),)  # without `rescale`: its own units
 
 
 # --- tanh-squashed Gaussian leaves (SAC) ----------------------------------------
