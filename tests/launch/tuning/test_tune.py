@@ -179,8 +179,8 @@ def test_bad_input_is_one_line_before_any_trial(case, tmp_path, run_script):
                        'batch_size: uniform 8..64 cannot hold its default 32'),
         'space_file': ([f'--space={not_json}'], 'not readable as JSON'),
         # A range checked against the command's config: 28 of 32 sequences replayed
-        # from a replay of 20.
-        'with_fixed': (['--search=replay_fraction', '--replay_size=20'],
+        # from a replay of 26 (the default's 24 fit).
+        'with_fixed': (['--search=replay_fraction', '--replay_size=26'],
                        'replay_fraction: uniform 0..0.875 reaches 0.875, which clear refuses'),
         'trials': (['--trials=0'], '--trials must be >= 1'),
         'storage': (['--storage=sqlite:////no/such/dir/study.db'], 'cannot open it'),
