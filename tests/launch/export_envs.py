@@ -48,15 +48,17 @@ class ImageAndVector(gym.Env):
 
 
 class TupleAction(gym.Env):
-    """A vector observation and a `Tuple(Discrete(3), Box(-1, 1, (2,)))` action.
+    """A vector observation and a `Tuple(Discrete(3), Box(-1, 3, (2,)))` action.
 
     The reward is the chosen entry of the observation's first three values minus
-    the distance of the continuous part from the observation's last two.
+    the distance of the continuous part from the observation's last two. The Box's
+    bounds are not [-1, 1], so an export must rescale the library's [-1, 1] units to
+    them (and its previous-action inputs back) as the library does.
     """
 
     observation_space = gym.spaces.Box(-1.0, 1.0, (5,), np.float32)
     action_space = gym.spaces.Tuple((gym.spaces.Discrete(3),
-                                     gym.spaces.Box(-1.0, 1.0, (2,), np.float32)))
+                                     gym.spaces.Box(-1.0, 3.0, (2,), np.float32)))
 
     def _observe(self) -> np.ndarray:
         self._obs = self.np_random.uniform(-1, 1, 5).astype(np.float32)
