@@ -199,6 +199,21 @@ class _DiagonalGaussian(Leaf):
     def encode(self, a: tf.Tensor) -> tf.Tensor:
         return tf.cast(a, tf.float32)
 
+    def to_env(self, a: np.ndarray, space: gym.Space) -> np.ndarray:
+        # Clipped here only: the stored action keeps the unclipped sample, whose
+        # log-probability the learner needs. In [-1, 1] units (`rescaled`) it is
+        # clipped there first and mapped onto the bounds.
+        a = np.asarray(a).reshape((-1,) + space.shape)
+        if self.rescaled:
+            a = from_unit_interval(np.clip(a, -1.0, 1.0), space.low, space.high)
+        return np.clip(a, space.low, space.high).astype(space.dtype)
+
+    def from_env(self, a: np.ndarray, space: gym.Space) -> np.ndarray:
+        a = np.asarray(a, np.float32)
+        if self.rescaled:
+            a = to_unit_interval(a, space.low, space.high).astype(np.float32)
+        return a.reshape(len(a), -1)
+
 
 @dataclasses.dataclass(frozen=True)
 class Gaussian(_DiagonalGaussian):
@@ -231,19 +246,6 @@ class Gaussian(_DiagonalGaussian):
                        ) -> Tuple[np.ndarray, float]:
         raise ValueError('uniform actions need bounded (squashed) continuous leaves')
 
-    def to_env(self, a: np.ndarray, space: gym.Space) -> np.ndarray:
-        # Clipped here only: the stored action keeps the unclipped sample, whose
-        # log-probability the learner needs.
-        a = np.asarray(a).reshape((-1,) + space.shape)
-        if self.unit:
-            a = from_unit_interval(np.clip(a, -1.0, 1.0), space.low, space.high)
-        return np.clip(a, space.low, space.high).astype(space.dtype)
-
-    def from_env(self, a: np.ndarray, space: gym.Space) -> np.ndarray:
-        a = np.asarray(a, np.float32)
-        if self.unit:
-            a = to_unit_interval(a, space.low, space.high).astype(np.float32)
-        return a.reshape(len(a), -1)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -281,16 +283,6 @@ class TanhGaussian(_DiagonalGaussian):
     @property
     def rescaled(self) -> bool:
         return True
-
-    def to_env(self, a: np.ndarray, space: gym.Space) -> np.ndarray:
-        a = np.asarray(a).reshape((-1,) + space.shape)
-        a = from_unit_interval(np.clip(a, -1.0, 1.0), space.low, space.high)
-        return np.clip(a, space.low, space.high).astype(space.dtype)
-
-    def from_env(self, a: np.ndarray, space: gym.Space) -> np.ndarray:
-        a = to_unit_interval(np.asarray(a, np.float32), space.low, space.high)
-        a = a.astype(np.float32)
-        return a.reshape(len(a), -1)
 
 
 def _finite(space: gym.spaces.Box) -> bool:
