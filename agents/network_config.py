@@ -27,13 +27,19 @@ NUM_TASKS_DOC = ("the value outputs, each with its own PopArt statistics: 0 = on
 POPART_STEP_DOC = "PopArt's statistics step size (beta; exact averages for the first 1/beta steps)"
 
 
-NORMALIZE_DOC = ('standardise vector observations with running statistics (ML-Agents); '
+OBSERVATION_MAPS = ('rms', 'standardize')
+OBSERVATION_MAP_DOC = ("how --normalize maps a vector observation with its running statistics: "
+                       "'rms' divides each feature by its root mean square, never centring "
+                       "(a feature near rest keeps its value); 'standardize': (x - mean) / "
+                       "std (ML-Agents; suits a feature with a large offset and a small "
+                       "spread)")
+NORMALIZE_DOC = ('map vector observations with running statistics (--observation_map); '
                  'other observations (images, dicts) are left as they are')
 
 
 def normalizes(normalize: bool, observation_space: Any) -> bool:
-    """Whether a core standardises `observation_space` under `normalize`: a vector Box
-    only (images have their own scale; a dict's leaves are not standardised)."""
+    """Whether a core normalises `observation_space` under `normalize`: a vector Box
+    only (images have their own scale; a dict's leaves are not normalised)."""
     import gymnasium as gym  # configs stay importable without gymnasium's import cost
     return bool(normalize) and isinstance(observation_space, gym.spaces.Box) \
         and len(observation_space.shape) == 1
@@ -95,6 +101,7 @@ class NetworkConfig:
     memory_kwargs: str = field('', 'key=value,... passed to a --memory=MODULE:FUNCTION factory')
     memory_skip: bool = field(False, "the torso's features also go around the memory to the "
                               'heads (concatenated with its output)')
+    observation_map: str = field('rms', OBSERVATION_MAP_DOC)
     rescale_actions: bool = field(True, 'Box actions with finite bounds are Gaussians in '
                                   '[-1, 1] units, clipped there and rescaled to the bounds; '
                                   "false: in the Box's own units, clipped to its bounds "
@@ -105,6 +112,7 @@ class NetworkConfig:
             user_spec.check_spec('torso', self.torso)
         else:
             require_choice('torso', self.torso, TORSOS)
+        require_choice('observation_map', self.observation_map, OBSERVATION_MAPS)
         if self.memory:
             user_spec.check_spec('memory', self.memory)
         user_spec.parse_kwargs('torso_kwargs', self.torso_kwargs)
@@ -124,7 +132,8 @@ class NetworkConfig:
     def core_options(self) -> Dict[str, str]:
         """`ActorCriticCore`'s keyword arguments for the torso and the memory."""
         return dict(torso=self.torso, torso_kwargs=self.torso_kwargs, memory=self.memory,
-                    memory_kwargs=self.memory_kwargs, memory_skip=self.memory_skip)
+                    memory_kwargs=self.memory_kwargs, memory_skip=self.memory_skip,
+                    observation_map=self.observation_map)
 
 
 def network_with_skip() -> NetworkConfig:

@@ -319,7 +319,7 @@ class SoftQPolicyHead(snt.Module):
 
 class CoreParts(NamedTuple):
     """An `ActorCriticCore`'s parts in the order data flows through them; None: absent."""
-    normalizer: Optional[RunningNormalizer]  # torso: standardises a vector observation
+    normalizer: Optional[RunningNormalizer]  # torso: maps a vector observation
     torso: Union[ObservationTorso, UserTorso]  # observation nest `[N, ...]` -> `[N, F]`
     previous_step: Optional[PreviousStep]  # + previous action and reward
     memory: Optional[Union[LSTMMemory, UserMemory]]  # None: feed-forward
@@ -347,6 +347,7 @@ class ActorCriticCore(snt.RNNCore):
                  condition_on_previous: bool = True,
                  baseline: bool = True,
                  normalize_observations: bool = False,
+                 observation_map: str = 'rms',
                  reward_transform: Optional[RewardTransform] = None,
                  soft_q_policy: Optional[SoftQPolicySpec] = None,
                  value_normalization: bool = False,
@@ -358,12 +359,13 @@ class ActorCriticCore(snt.RNNCore):
         `condition_on_previous=False` leaves the previous action and reward out of
         the heads' input (SAC's pi(a | s) over a Markov state); `baseline=False`
         drops the value head (SAC's actor: its critics live in the learner), and
-        `AgentOutput.baseline` is then zeros; `normalize_observations` standardises
-        a vector observation with running statistics (`networks.normalizer`) that
-        the learner updates; `reward_transform` (scaling, clipping mode: one of
-        `REWARD_CLIPPINGS`) scales and clips the previous reward before the core sees
-        it, as `agents.returns.transform_rewards` does for the learner (None: raw;
-        ignored with `condition_on_previous=False`); `soft_q_policy` makes the policy
+        `AgentOutput.baseline` is then zeros; `normalize_observations` maps a vector
+        observation with running statistics (`networks.normalizer`, its
+        `observation_map`: 'rms' or 'standardize') that the learner updates;
+        `reward_transform` (scaling, clipping mode: one of `REWARD_CLIPPINGS`) scales
+        and clips the previous reward before the core sees it, as
+        `agents.returns.transform_rewards` does for the learner (None: raw; ignored
+        with `condition_on_previous=False`); `soft_q_policy` makes the policy
         head a `SoftQPolicyHead` (critics with `torso`, softmax(min Q / alpha), purely
         discrete actions) whose encoder is the torso (`hidden_sizes` unused); it needs
         `lstm_size=0`, `condition_on_previous=False`, `baseline=False` and no Q or
@@ -415,6 +417,7 @@ class ActorCriticCore(snt.RNNCore):
                     f'observation normalisation needs a vector Box observation, got '
                     f'{observation_space}')
             self._normalizer = RunningNormalizer(int(observation_space.shape[0]),
+                                                 map=observation_map,
                                                  name='observation_normalizer')
         if soft_q_policy is None:
             self._torso = make_torso(torso_space, torso, hidden_sizes, torso_kwargs)
@@ -501,7 +504,7 @@ class ActorCriticCore(snt.RNNCore):
             self.advantage(outputs.features[0], inputs.prev_action[0][0])
 
     def normalize_observation(self, observation: Any) -> Any:
-        """The observation the torso sees (standardised when the core normalises)."""
+        """The observation the torso sees (mapped by the normaliser when the core has one)."""
         return observation if self._normalizer is None else self._normalizer(observation)
 
     def update_normalizer(self, observation: Any) -> None:

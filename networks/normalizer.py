@@ -1,4 +1,4 @@
-"""Running observation normalisation (ML-Agents' `normalize`).
+"""Running observation normalisation (ML-Agents' `normalize`, or by the root mean square).
 
 The statistics are variables of the actor's core, so they travel to actors
 with the weights (the `variables` table), are checkpointed, and are part of
@@ -12,15 +12,33 @@ import sonnet as snt
 import tensorflow as tf
 
 
+MAPS = ('rms', 'standardize')
+
+
 class RunningNormalizer(snt.Module):
-    """(x - mean) / std over `[N, D]` vectors, clipped to [-clip, clip]; stats merged
-    batch by batch (Chan et al.'s parallel update of count, mean and variance)."""
+    """A running map of `[N, D]` vectors, clipped to [-clip, clip]; stats merged batch by
+    batch (Chan et al.'s parallel update of count, mean and variance).
+
+    `map`:
+    - 'standardize': (x - mean) / std (ML-Agents).
+    - 'rms': x / sqrt(mean^2 + std^2), each feature divided by its root mean square and
+      never centred. A feature centred on zero is scaled as 'standardize' scales it;
+      one that sits near a value keeps it (Acrobot's cos at rest stays near 1, where
+      'standardize' magnifies its small early spread and clips every later swing).
+      Standardising loses Acrobot where this map learns it
+      (docs/benchmarks.md#the-observation-map). The cost: a feature with a large
+      offset and a small spread (a mean of 1000, std 1) is left near 1, its spread a
+      thousandth; 'standardize' suits it.
+    """
 
     def __init__(self, size: int, clip: float = 5.0, epsilon: float = 1e-8,
-                 name: Optional[str] = None):
+                 map: str = 'rms', name: Optional[str] = None):
         super().__init__(name=name)
+        if map not in MAPS:
+            raise ValueError(f'observation map must be one of {MAPS}, got {map!r}')
         self._clip = clip
         self._epsilon = epsilon
+        self._map = map
         self.count = tf.Variable(0.0, trainable=False, name='count')
         self.mean = tf.Variable(tf.zeros([size]), trainable=False, name='mean')
         self.variance = tf.Variable(tf.ones([size]), trainable=False, name='variance')
@@ -32,6 +50,10 @@ class RunningNormalizer(snt.Module):
     @property
     def epsilon(self) -> float:
         return self._epsilon
+
+    @property
+    def map(self) -> str:
+        return self._map
 
     def update(self, x: tf.Tensor) -> None:
         """Merges the statistics of `x` `[N, D]` into the running ones."""
@@ -51,5 +73,8 @@ class RunningNormalizer(snt.Module):
 
     def __call__(self, x: tf.Tensor) -> tf.Tensor:
         x = tf.cast(x, tf.float32)
-        z = (x - self.mean) * tf.math.rsqrt(self.variance + self._epsilon)
+        if self._map == 'standardize':
+            z = (x - self.mean) * tf.math.rsqrt(self.variance + self._epsilon)
+        else:
+            z = x * tf.math.rsqrt(self.variance + tf.square(self.mean) + self._epsilon)
         return tf.clip_by_value(z, -self._clip, self._clip)

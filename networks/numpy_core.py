@@ -145,9 +145,12 @@ class _NormalizerMirror:
         self._mean, self._variance = values
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
-        """`[B, D]` float32 -> standardised and clipped `[B, D]`."""
+        """`[B, D]` float32 -> mapped (`RunningNormalizer.map`) and clipped `[B, D]`."""
         clip = self._part.clip
-        z = (x - self._mean) / np.sqrt(self._variance + self._part.epsilon)
+        if self._part.map == 'standardize':
+            z = (x - self._mean) / np.sqrt(self._variance + self._part.epsilon)
+        else:
+            z = x / np.sqrt(self._variance + np.square(self._mean) + self._part.epsilon)
         return np.clip(z, -clip, clip).astype(np.float32)
 
 

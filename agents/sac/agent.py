@@ -56,6 +56,7 @@ class SAC(contract.Agent):
                 torso_kwargs=config.network.torso_kwargs,
                 lstm_size=0, condition_on_previous=False, baseline=False,
                 normalize_observations=config.normalize,
+                observation_map=config.network.observation_map,
                 soft_q_policy=SoftQPolicySpec(config.num_critic_replicas,
                                               tuple(config.critic_hidden_sizes),
                                               config.initial_alpha_log))

@@ -89,7 +89,7 @@ class SACConfig:
     dqda_clipping: Optional[float] = field(
         None, 'clip each element of dQ/da in the actor loss; unset: off')
     normalize: bool = field(
-        False, 'standardise vector observations with running statistics (ML-Agents)')
+        False, network_config.NORMALIZE_DOC)
     # Temperature (one per continuous group and per discrete branch).
     initial_log_alpha: float = field(0.0, 'log alpha at the start (alpha = 1)')
     init_entcoef: Optional[float] = field(

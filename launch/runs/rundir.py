@@ -51,7 +51,8 @@ def check_logdir(logdir: str) -> None:
 
 # Config fields added after runs were stored without them, and the value those runs had
 # (sub-config, field, value): an older run rebuilt (exported, resumed) stays the same run.
-LEGACY_FIELDS = (('network', 'rescale_actions', False),)
+LEGACY_FIELDS = (('network', 'rescale_actions', False),
+                 ('network', 'observation_map', 'standardize'))
 
 
 def read_run_config(logdir: str) -> Optional[Dict[str, Any]]:

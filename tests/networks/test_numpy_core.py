@@ -27,6 +27,8 @@ CONFIGS = {
                             normalize_observations=True)),
     'squashed_box_conditioned': (gym.spaces.Box(-3, 3, (2,)),
                                  dict(normalize_observations=True)),
+    'box_standardized': (gym.spaces.Box(-1, 1, (2,)),
+                         dict(normalize_observations=True, observation_map='standardize')),
     # ACER's cores: the Q and advantage heads are not used when acting.
     'discrete_q': (gym.spaces.Discrete(3), dict(num_q_values=3)),
     'box_advantage': (gym.spaces.Box(-1, 1, (2,)), dict(advantage_hidden_sizes=(4,))),
