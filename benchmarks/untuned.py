@@ -119,6 +119,7 @@ import shlex
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
@@ -492,6 +493,14 @@ def _available(task: Task) -> bool:
     return task.needs is None or importlib.util.find_spec(task.needs) is not None
 
 
+def suite_folder(root: str, stamp: str) -> str:
+    """A new folder under `root` for one suite's runs, named from `stamp`: two suites
+    started in the same second (the same stamp) get two folders, so no run directory
+    is shared."""
+    os.makedirs(root, exist_ok=True)
+    return tempfile.mkdtemp(prefix=f'{stamp}-', dir=root)
+
+
 def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split('\n')[0])
     parser.add_argument('--agents', default='clear,acer,sac', help='comma-separated agents: '
@@ -508,9 +517,10 @@ def parse_args(argv: Optional[Sequence[str]] = None) -> argparse.Namespace:
     parser.add_argument('--extra_flags', default='',
                         help="flags appended to every run, e.g. '--value_normalization=none'")
     parser.add_argument('--out', default='', help='write the JSON here (default: untuned-'
-                        '<date>-<time>.json under --logdir_root)')
+                        "<date>-<time>.json in the suite's folder under --logdir_root)")
     parser.add_argument('--logdir_root', default='/tmp/untuned',
-                        help='runs go to <root>/<date>-<time>/<agent>-<task>-s<seed>')
+                        help='runs go to <root>/<date>-<time>-<suffix>/<agent>-<task>-s<seed> '
+                             '(a suffix of its own per suite)')
     parser.add_argument('--budget_scale', type=float, default=1.0,
                         help='multiplies every budget (0.05 for a smoke run)')
     parser.add_argument('--best', default='', help='JSON of the best score per task with '
@@ -568,7 +578,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                   f'({INSTALL[task.needs]})', file=sys.stderr)
     references = {t.name: (t.random, best.get(t.name, t.best)) for t in runnable}
     stamp = time.strftime('%Y%m%d-%H%M%S')
-    logdir_root = os.path.join(args.logdir_root, stamp)
+    logdir_root = suite_folder(args.logdir_root, stamp)
     extra = shlex.split(args.extra_flags)
     start = time.perf_counter()
     order = {(t.name, a, s): i for i, (t, a, s) in enumerate(

@@ -2,6 +2,7 @@
 that scripted optimal and random policies score the documented references
 (`REFERENCES`, in the suite's score units). No training; a few seconds."""
 
+import os
 from typing import Any, Callable, Dict
 
 import gymnasium as gym
@@ -259,3 +260,10 @@ def test_the_peer_needs_its_own_python(capsys):
     assert untuned.main(['--peer=sb3', '--peer_python=/nonexistent/python', '--seeds=0',
                          '--tasks=cartpole']) == 1
     assert capsys.readouterr().err.startswith('error: the peer (sb3_ppo, sb3_a2c')
+
+
+def test_two_suites_started_in_the_same_second_get_folders_of_their_own(tmp_path):
+    first = untuned.suite_folder(str(tmp_path / 'runs'), '20261129-072900')
+    second = untuned.suite_folder(str(tmp_path / 'runs'), '20261129-072900')
+    assert first != second and os.path.isdir(first) and os.path.isdir(second)
+    assert os.path.basename(first).startswith('20261129-072900-')
