@@ -1,6 +1,7 @@
 """Running observation statistics against numpy over everything seen."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from reverb_agents.networks.normalizer import RunningNormalizer
@@ -60,6 +61,5 @@ def test_the_rms_map_scales_a_centred_feature_as_standardising_does_and_keeps_an
 
 
 def test_an_unknown_map_is_refused():
-    import pytest
     with pytest.raises(ValueError, match='observation map'):
         RunningNormalizer(2, map='whiten')
