@@ -16,8 +16,8 @@ class CLEAR(contract.Agent):
 
     name = 'clear'
     config_class = CLEARConfig
-    # With `replay_fraction` 0.75: docs/benchmarks.md#untuned-defaults.
-    run_defaults = {'num_envs': 32}
+    # With `replay_fraction` 0.875: docs/benchmarks.md#more-updates-per-env-step.
+    run_defaults = {'num_envs': 16}
 
     def data_plan(self, config: CLEARConfig) -> contract.DataPlan:
         # Each learner step takes `replay_fraction` of its sequences from replay
