@@ -42,13 +42,13 @@ def summary_of(logdir) -> dict:
 @pytest.fixture(scope='module')
 def keras_cartpole(user_module, tmp_path_factory, run_script):
     """CLEAR's defaults on CartPole (no preset) with a Keras Sequential torso named
-    MODULE:FUNCTION on the command line, the default budget; `--deterministic`, so
-    that the result is the seed's, not the threads' timing."""
+    MODULE:FUNCTION on the command line, half the default budget; `--deterministic`,
+    so that the result is the seed's, not the threads' timing."""
     logdir = str(tmp_path_factory.mktemp('keras_cartpole') / 'run')
     args = ['--agent=clear', '--env=CartPole-v1', f'--torso={USER_MODULE}:mlp',
-            '--torso_kwargs=units=64,layers=2', '--deterministic']
+            '--torso_kwargs=units=64,layers=2', '--deterministic', '--num_steps=150000']
     result = run_script('run', ['--no_preset', f'--logdir={logdir}', *args], user_module,
-                        timeout=300)
+                        timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return result, logdir, args
 

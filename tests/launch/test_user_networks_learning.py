@@ -11,14 +11,17 @@ def test_a_keras_gru_cell_remembers(tmp_path):
     """The memory task (recall a cue after 8 blank steps; chance 0.25, best 1) with a
     Keras GRUCell in the LSTM's place, CLEAR's defaults otherwise, but for the heads on
     the memory's output alone (`memory_skip=False`, as measured: with the default skip
-    this run scores 0.65). `deterministic`: the result is the seed's, not the threads'
-    timing (GRU cells learn this task more slowly than LSTM cells: 0.7-1.0 at 400k
-    across seeds with threads, docs/benchmarks.md#networks-of-your-own)."""
+    this run scores 0.65) and the earlier defaults' batches (32 environments, 0.75
+    replayed: half the learner steps of today's; the runs in the docs had 64 and 0.5).
+    `deterministic`: the result is
+    the seed's, not the threads' timing (GRU cells learn this task more slowly than LSTM
+    cells: 0.7-1.0 at 400k across seeds with threads,
+    docs/benchmarks.md#networks-of-your-own)."""
     from network_examples import my_networks
     import benchmarks.untuned_envs  # noqa: F401 -- registers CueMemory-v0
     result = train('clear', 'CueMemory-v0', 400_000, preset=False, memory=my_networks.gru,
-                   memory_skip=False, deterministic=True, seed=0, logdir=str(tmp_path / 'run'),
-                   log_interval_s=1000.0)
+                   memory_skip=False, num_envs=32, replay_fraction=0.75, deterministic=True,
+                   seed=0, logdir=str(tmp_path / 'run'), log_interval_s=1000.0)
     assert result.summary['eval_return_mean'] >= 0.925, result.summary  # 0.9 of the way
 
 
