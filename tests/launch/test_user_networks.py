@@ -75,7 +75,8 @@ def test_its_savedmodel_runs_without_the_users_module(keras_cartpole, tmp_path,
 
 def test_resume_continues_from_the_checkpoint(keras_cartpole, user_module, run_script):
     _, logdir, args = keras_cartpole
-    args = [a for a in args if a != '--deterministic']  # a deterministic run does not resume
+    # A deterministic run does not resume; the budget is the resumed run's own.
+    args = [a for a in args if a != '--deterministic' and not a.startswith('--num_steps=')]
     before = summary_of(logdir)
     result = run_script('run', ['--no_preset', f'--logdir={logdir}', '--resume',
                                 f'--num_steps={before["env_steps"] + 3000}', *args],
