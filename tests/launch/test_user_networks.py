@@ -46,9 +46,9 @@ def keras_cartpole(user_module, tmp_path_factory, run_script):
     so that the result is the seed's, not the threads' timing."""
     logdir = str(tmp_path_factory.mktemp('keras_cartpole') / 'run')
     args = ['--agent=clear', '--env=CartPole-v1', f'--torso={USER_MODULE}:mlp',
-            '--torso_kwargs=units=64,layers=2', '--deterministic', '--num_steps=150000']
-    result = run_script('run', ['--no_preset', f'--logdir={logdir}', *args], user_module,
-                        timeout=600)
+            '--torso_kwargs=units=64,layers=2', '--deterministic']
+    result = run_script('run', ['--no_preset', f'--logdir={logdir}', '--num_steps=150000',
+                                *args], user_module, timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
     return result, logdir, args
 
@@ -75,8 +75,7 @@ def test_its_savedmodel_runs_without_the_users_module(keras_cartpole, tmp_path,
 
 def test_resume_continues_from_the_checkpoint(keras_cartpole, user_module, run_script):
     _, logdir, args = keras_cartpole
-    # A deterministic run does not resume; the budget is the resumed run's own.
-    args = [a for a in args if a != '--deterministic' and not a.startswith('--num_steps=')]
+    args = [a for a in args if a != '--deterministic']  # a deterministic run does not resume
     before = summary_of(logdir)
     result = run_script('run', ['--no_preset', f'--logdir={logdir}', '--resume',
                                 f'--num_steps={before["env_steps"] + 3000}', *args],

@@ -13,9 +13,8 @@ def test_a_keras_gru_cell_remembers(tmp_path):
     the memory's output alone (`memory_skip=False`, as measured: with the default skip
     this run scores 0.65) and the earlier defaults' batches (32 environments, 0.75
     replayed: half the learner steps of today's; the runs in the docs had 64 and 0.5).
-    `deterministic`: the result is
-    the seed's, not the threads' timing (GRU cells learn this task more slowly than LSTM
-    cells: 0.7-1.0 at 400k across seeds with threads,
+    `deterministic`: the result is the seed's, not the threads' timing (GRU cells learn
+    this task more slowly than LSTM cells: 0.7-1.0 at 400k across seeds with threads,
     docs/benchmarks.md#networks-of-your-own)."""
     from network_examples import my_networks
     import benchmarks.untuned_envs  # noqa: F401 -- registers CueMemory-v0
