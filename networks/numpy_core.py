@@ -436,6 +436,8 @@ _NOT_USED_WHEN_ACTING = (QHead, AdvantageHead)
 def _part_mirrors(core: ActorCriticCore) -> Dict[str, Any]:
     """A mirror per present part, by `CoreParts` field; ValueError naming the first
     part without one."""
+    if type(core) is not ActorCriticCore:  # a subclass's step is its own (networks.shadowed)
+        raise ValueError(f'NumpyCore has no mirror of {type(core).__name__}')
     mirrors = {}
     for field, part in zip(CoreParts._fields, core.parts):
         if part is None or type(part) in _NOT_USED_WHEN_ACTING:

@@ -8,6 +8,7 @@ from reverb_agents.agents.acer.learning import METRICS, ACERLearner
 from reverb_agents.networks.cores import ActorCriticCore
 from reverb_agents.networks.distributions import ActionSpace, UnsupportedSpaceError
 from reverb_agents.networks.popart import METRICS as POPART_METRICS, task_metric_names
+from reverb_agents.networks.shadowed import ShadowedCore
 
 
 class ACER(contract.Agent):
@@ -48,14 +49,16 @@ class ACER(contract.Agent):
                       reward_transform=network_config.reward_input(
                           config.prev_reward_input, config.reward_scaling, config.reward_clipping),
                       **network_config.normalization_options(config, observation_space))
+        # 'acted': the actors step the average network too (networks.shadowed).
+        core_class = ShadowedCore if config.average_network_state == 'acted' else ActorCriticCore
         if action_space.is_discrete:
             # Q(x, .) from a Q head; V = sum_a pi(a) Q(a), so no value head.
-            return ActorCriticCore(observation_space, action_space,
-                                   num_q_values=action_space.leaves[0].size, baseline=False,
-                                   **common)
+            return core_class(observation_space, action_space,
+                              num_q_values=action_space.leaves[0].size, baseline=False,
+                              **common)
         # The stochastic dueling network: a V head and an A(x, a) MLP.
-        return ActorCriticCore(observation_space, action_space,
-                               advantage_hidden_sizes=config.advantage_hidden_sizes, **common)
+        return core_class(observation_space, action_space,
+                          advantage_hidden_sizes=config.advantage_hidden_sizes, **common)
 
     def for_tasks(self, config: ACERConfig, num_tasks: int) -> ACERConfig:
         return network_config.for_tasks(config, num_tasks)

@@ -19,7 +19,7 @@ from reverb_agents.agents.prior import PriorConfig
 from reverb_agents.agents.returns import REWARD_CLIPPINGS
 
 # The average network's LSTM state at a sequence's first step (`average_network_state`).
-AVERAGE_NETWORK_STATES = ('stored', 'reset')
+AVERAGE_NETWORK_STATES = ('stored', 'reset', 'acted')
 
 @dataclasses.dataclass(frozen=True)
 class ACERConfig:
@@ -63,7 +63,9 @@ class ACERConfig:
                                       search=search.LogUniform(0.1, 10.0))
     average_network_state: str = field(
         'stored', "the average network's LSTM state at a sequence's start: 'stored' (the "
-        "actors' stored state, as the network's) or 'reset' (zeros, chainerrl's replay)")
+        "actors' stored state, as the network's), 'reset' (zeros, chainerrl's replay) or "
+        "'acted' (chainerrl's: actors run the average network and store its own state for "
+        "on-policy updates; replayed sequences start both networks from zeros)")
     normalize_loss_by_steps: bool = field(True, 'divide losses by the number of steps in the batch')
     sdn_samples: int = field(5, 'actions sampled for the mean advantage of the SDN (continuous)')
     # Optimiser (Adam or RMSProp, `--optimizer`).

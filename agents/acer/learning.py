@@ -20,7 +20,10 @@ or replayed; the schedule is declared in `agents/acer/agent.py`):
   projected by the efficient trust region against an exponential moving
   average of the network, and applied through the surrogate -sum(z . stats);
   the average network unrolls from the stored core state, as the network does,
-  or from zeros (`average_network_state='reset'`, chainerrl's replay);
+  from zeros (`average_network_state='reset'`, chainerrl's replay), or, with
+  'acted', from its own state carried while acting (the actors run it:
+  `networks.shadowed`), and replayed sequences then start both networks from
+  zeros, as chainerrl's do;
 - loss = pi_loss_coef * (surrogate - beta * entropy) + Q_loss_coef * Q loss:
   chainerrl subtracts the entropy after the projection and weights both by
   `pi_loss_coef`;
@@ -38,7 +41,7 @@ or replayed; the schedule is declared in `agents/acer/agent.py`):
   are masked and cut the traces.
 """
 
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, List, Tuple
 
 import tensorflow as tf
 
@@ -50,6 +53,7 @@ from reverb_agents.agents.slots import create_slots
 from reverb_agents.networks.cores import ActorCriticCore, AgentOutput, CoreInputs
 from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.popart import scale_layer, task_metrics, update_by_task
+from reverb_agents.networks.shadowed import ShadowedCore
 from reverb_agents.replay import trajectory
 from reverb_agents.replay.dataset import Batch
 
@@ -77,9 +81,15 @@ class ACERLearner(LearnerBase):
         self._actions = action_space
         self._discrete = leaves[0].discrete
         self._action_dim = leaves[0].size
-        self.average_core = make_core()
+        acted = config.average_network_state == 'acted'
+        if acted != isinstance(core, ShadowedCore):
+            raise ValueError(f"average_network_state={config.average_network_state!r} needs "
+                             f"{'a' if acted else 'no'} ShadowedCore, got {type(core).__name__}")
+        self._acted = acted
+        # With 'acted' the actors step the average network: it is the core's shadow.
+        self.average_core = core.shadow if acted else make_core()
         self.attach_extras(core, action_space)  # the prior's KL
-        for average, variable in zip(self.average_core.variables, core.variables):
+        for average, variable in zip(self.average_core.variables, self._averaged()):
             average.assign(variable)
         parts = core.parts
         # The head PopArt normalises: Q(x, .) when discrete, the SDN's V otherwise.
@@ -100,19 +110,33 @@ class ACERLearner(LearnerBase):
             scale_layer(self.core.parts.advantage_head.output_layer, old_std / head.std())
         return {**head.metrics(), **task_metrics(head)}
 
-    def _average_state(self, batch: Batch):
-        """The average network's core state at the sequences' first step (`[B, ...]`
-        leaves): the stored one, or zeros with `average_network_state='reset'`.
+    def _averaged(self) -> List[tf.Variable]:
+        """The network's variables the average network's follow, in its order."""
+        return self.core.own_variables if self._acted else list(self.core.variables)
 
-        chainerrl replays a random window of an episode from a reset state, so zeros
-        where a sequence starts mid-episode are its approximation too; its on-policy
-        updates use the average model's own state, carried since the episode began,
-        which no stored sequence holds.
+    def _states(self, batch: Batch):
+        """(the network's, the average network's) core state at the sequences' first step
+        (`[B, ...]` leaves). 'stored': the stored one for both; 'reset': zeros for the
+        average network; 'acted': each its own, as the actors stored them, and zeros for
+        both in replayed rows.
+
+        chainerrl replays a random window of an episode from a reset state (both
+        models'), so zeros where a sequence starts mid-episode are its approximation
+        too; its on-policy updates use each model's own state, carried since the
+        episode began.
         """
         state = batch.sequence.core_state
-        if self.config.average_network_state == 'reset':
-            return tf.nest.map_structure(tf.zeros_like, state)
-        return state
+        mode = self.config.average_network_state
+        if mode == 'reset':
+            return state, tf.nest.map_structure(tf.zeros_like, state)
+        if mode == 'stored':
+            return state, state
+        fresh = tf.logical_not(batch.replayed)  # [B]
+
+        def zero_replayed(x):
+            return x * tf.reshape(tf.cast(fresh, x.dtype), [-1] + [1] * (x.shape.rank - 1))
+
+        return tf.nest.map_structure(zero_replayed, state)
 
     def _policy_surrogate(self, stats_t, average_stats_t, pi_loss_fn, mask_t, loss_mask_t):
         """The trust-region-projected policy loss through the statistics.
@@ -283,13 +307,15 @@ class ACERLearner(LearnerBase):
         loss_mask_t = mask_t * weights[None, :]
         self.core.update_normalizer(  # statistics first, as SAC
             tf.nest.map_structure(lambda x: x[:-1], steps.observation))
-        average_out, _ = self.average_core.unroll(inputs, self._average_state(batch))
+        state, average_state = self._states(batch)
+        average_out, _ = self.average_core.unroll(inputs, average_state)
         average_stats_t = tf.stop_gradient(average_out.policy_params[0][:-1])
         r_t = transform_rewards(steps.reward[:-1], config.reward_scaling, config.reward_clipping)
         discount_t = steps.discount[:-1] * config.discounting * mask_t
 
         with tf.GradientTape() as tape:
-            out, _ = self.core.unroll(inputs, batch.sequence.core_state)
+            unroll = self.core.unroll_own if self._acted else self.core.unroll
+            out, _ = unroll(inputs, state)
             terms = self._discrete_terms if self._discrete else self._continuous_terms
             surrogate, value_loss, entropy_t, info = terms(
                 out, average_stats_t, steps, r_t, discount_t, mask_t, loss_mask_t)
@@ -310,7 +336,7 @@ class ACERLearner(LearnerBase):
                                 tf.shape(mask_t)[0])
         popart_metrics = self._update_statistics(info['q_ret_t'], mask_t, steps.task[:-1])
         alpha = config.trust_region_alpha
-        for average, variable in zip(self.average_core.variables, self.core.variables):
+        for average, variable in zip(self.average_core.variables, self._averaged()):
             average.assign(alpha * average + (1.0 - alpha) * variable)
 
         def mean(x):

@@ -20,6 +20,7 @@ from reverb_agents.agents.acer.learning import ACERLearner
 from reverb_agents.networks.cores import ActorCriticCore, CoreInputs
 from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.observations import observation_spec
+from reverb_agents.networks.shadowed import ShadowedCore
 from reverb_agents.replay import trajectory
 from reverb_agents.replay.dataset import Batch
 from tests.learners import Rebuilt
@@ -37,11 +38,14 @@ def make_learner(lstm_size=8, **config):
                                                  unroll_length=T, batch_size=B, **config))
 
     def make_core():
-        # As the agent builds it: Q head, no value head (V = sum_a pi(a) Q(a)).
-        core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(8,), lstm_size=lstm_size,
-                               num_q_values=A, baseline=False,
-                               value_normalization=config.value_normalization == 'popart',
-                               num_tasks=max(1, config.num_tasks))
+        # As the agent builds it: Q head, no value head (V = sum_a pi(a) Q(a)); with
+        # 'acted' the average network is the core's shadow.
+        core_class = (ShadowedCore if config.average_network_state == 'acted'
+                      else ActorCriticCore)
+        core = core_class(OBS_SPACE, action_space, hidden_sizes=(8,), lstm_size=lstm_size,
+                          num_q_values=A, baseline=False,
+                          value_normalization=config.value_normalization == 'popart',
+                          num_tasks=max(1, config.num_tasks))
         core.create_variables()
         return core
 
@@ -270,13 +274,14 @@ def _reward_transform(r, scaling, clipping):
     return r
 
 
-def _unroll(core, batch):
-    """The core's outputs on `batch`, as the learner computes them (float64 numpy)."""
+def _unroll(core, batch, state=None):
+    """The core's outputs on `batch`, as the learner computes them (float64 numpy), from
+    `state` (default: the stored one)."""
     steps = batch.sequence.steps
     inputs = tf.nest.map_structure(
         tf.convert_to_tensor,
         CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first))
-    out, _ = core.unroll(inputs, batch.sequence.core_state)
+    out, _ = core.unroll(inputs, batch.sequence.core_state if state is None else state)
     return tf.nest.map_structure(lambda x: x.numpy().astype(np.float64), out)
 
 
@@ -424,6 +429,55 @@ def test_average_network_unrolls_from_the_stored_state_or_from_zeros(average_net
     metrics = learner.step(batch)  # every step is valid: the metric is the mean KL
     np.testing.assert_allclose(metrics['average_kl'].numpy(), expected[average_network_state],
                                rtol=1e-4)
+
+
+def test_acted_average_state_is_the_average_networks_own_and_replay_starts_from_zeros():
+    """'acted' (chainerrl's): the actors store each network's own state (the core's and its
+    shadow's, the average network); on-policy rows unroll each from its own, replayed rows
+    both from zeros, as chainerrl's replay resets both models."""
+    tf.random.set_seed(0)
+    learner, core, space = make_learner(average_network_state='acted')
+    assert learner.average_core is core.shadow
+    rng = np.random.default_rng(4)
+    for v in learner.average_core.variables:
+        if 'policy_head' in v.name:
+            v.assign(v + rng.normal(scale=0.2, size=v.shape).astype(np.float32))
+    batch = make_batch(core, space, seed=4)
+    batch.sequence.steps.first[0] = False  # no reset at the first step
+    stored = tf.nest.map_structure(
+        lambda x: rng.normal(scale=2.0, size=x.shape).astype(np.float32),
+        batch.sequence.core_state)
+    replayed = np.array([False, True, False, True])
+    batch = Batch(batch.sequence._replace(core_state=stored), tf.constant(replayed))
+    fresh = (~replayed).astype(np.float32)
+    own, average = tf.nest.map_structure(
+        lambda x: x * fresh.reshape([-1] + [1] * (x.ndim - 1)), stored)
+    logits = _unroll(_Own(core), batch, own).policy_params[0][:-1]
+    average_logits = _unroll(learner.average_core, batch, average).policy_params[0][:-1]
+    expected = _mean_kl(average_logits, logits)
+    # Each part of the rule shows in the metric (checked to 1e-4 below): replayed rows'
+    # network state zeroed (small: the LSTM's state moves these logits little), and
+    # the average network from its own state, not the network's.
+    unzeroed = _unroll(_Own(core), batch, stored[0]).policy_params[0][:-1]
+    from_own = _unroll(learner.average_core, batch, own).policy_params[0][:-1]
+    for other in (_mean_kl(average_logits, unzeroed), _mean_kl(from_own, logits)):
+        assert abs(other - expected) > 2e-3 * expected, (other, expected)
+    metrics = learner.step(batch)
+    np.testing.assert_allclose(metrics['average_kl'].numpy(), expected, rtol=1e-4)
+    # The average network follows the network's own variables, not its own.
+    alpha = learner.config.trust_region_alpha
+    shadow_before = [v.numpy() for v in core.shadow.variables]
+    learner.step(batch)
+    for shadow, old, mine in zip(core.shadow.variables, shadow_before, core.own_variables):
+        np.testing.assert_allclose(shadow.numpy(), alpha * old + (1 - alpha) * mine.numpy(),
+                                   rtol=1e-5, atol=1e-6)
+
+
+class _Own:
+    """The network of a `ShadowedCore` alone, as the learner unrolls it."""
+
+    def __init__(self, core):
+        self.unroll = core.unroll_own
 
 
 def test_average_network_state_is_checked():
