@@ -399,6 +399,21 @@ def _mean_kl(p_logits, q_logits):
     return float(np.mean(np.sum(p * (np.log(p) - np.log(q)), -1)))
 
 
+def _mid_episode_batch(learner, core, space):
+    """An average network that differs from the network (its policy head moved), and a
+    batch whose sequences start mid-episode from a random stored state."""
+    rng = np.random.default_rng(4)
+    for v in learner.average_core.variables:
+        if 'policy_head' in v.name:
+            v.assign(v + rng.normal(scale=0.2, size=v.shape).astype(np.float32))
+    batch = make_batch(core, space, seed=4)
+    batch.sequence.steps.first[0] = False  # no reset at the first step
+    stored = tf.nest.map_structure(
+        lambda x: rng.normal(scale=2.0, size=x.shape).astype(np.float32),
+        batch.sequence.core_state)
+    return batch._replace(sequence=batch.sequence._replace(core_state=stored))
+
+
 @pytest.mark.parametrize('average_network_state', ['stored', 'reset'])
 def test_average_network_unrolls_from_the_stored_state_or_from_zeros(average_network_state,
                                                                      recurrent):
@@ -410,18 +425,9 @@ def test_average_network_unrolls_from_the_stored_state_or_from_zeros(average_net
     else:
         tf.random.set_seed(0)  # initial weights independent of the tests run before
         learner, core, space = make_learner(average_network_state=average_network_state)
-    rng = np.random.default_rng(4)
-    for v in learner.average_core.variables:
-        if 'policy_head' in v.name:
-            v.assign(v + rng.normal(scale=0.2, size=v.shape).astype(np.float32))
-    batch = make_batch(core, space, seed=4)
-    batch.sequence.steps.first[0] = False  # no reset at the first step
-    stored = tf.nest.map_structure(
-        lambda x: rng.normal(scale=2.0, size=x.shape).astype(np.float32),
-        batch.sequence.core_state)
-    batch = batch._replace(sequence=batch.sequence._replace(core_state=stored))
+    batch = _mid_episode_batch(learner, core, space)
     zeros = batch._replace(sequence=batch.sequence._replace(
-        core_state=tf.nest.map_structure(np.zeros_like, stored)))
+        core_state=tf.nest.map_structure(np.zeros_like, batch.sequence.core_state)))
     logits = _unroll(core, batch).policy_params[0][:-1]
     expected = {name: _mean_kl(_unroll(learner.average_core, b).policy_params[0][:-1], logits)
                 for name, b in (('stored', batch), ('reset', zeros))}
@@ -438,17 +444,10 @@ def test_acted_average_state_is_the_average_networks_own_and_replay_starts_from_
     tf.random.set_seed(0)
     learner, core, space = make_learner(average_network_state='acted')
     assert learner.average_core is core.shadow
-    rng = np.random.default_rng(4)
-    for v in learner.average_core.variables:
-        if 'policy_head' in v.name:
-            v.assign(v + rng.normal(scale=0.2, size=v.shape).astype(np.float32))
-    batch = make_batch(core, space, seed=4)
-    batch.sequence.steps.first[0] = False  # no reset at the first step
-    stored = tf.nest.map_structure(
-        lambda x: rng.normal(scale=2.0, size=x.shape).astype(np.float32),
-        batch.sequence.core_state)
+    batch = _mid_episode_batch(learner, core, space)
+    stored = batch.sequence.core_state  # (the network's, the average network's)
     replayed = np.array([False, True, False, True])
-    batch = Batch(batch.sequence._replace(core_state=stored), tf.constant(replayed))
+    batch = Batch(batch.sequence, tf.constant(replayed))
     fresh = (~replayed).astype(np.float32)
     own, average = tf.nest.map_structure(
         lambda x: x * fresh.reshape([-1] + [1] * (x.ndim - 1)), stored)
