@@ -114,6 +114,13 @@ class ACERLearner(LearnerBase):
         """The network's variables the average network's follow, in its order."""
         return self.core.own_variables if self._acted else list(self.core.variables)
 
+    def _update_average(self) -> None:
+        """The average network's variables move towards the network's by
+        1 - `trust_region_alpha`."""
+        alpha = self.config.trust_region_alpha
+        for average, variable in zip(self.average_core.variables, self._averaged()):
+            average.assign(alpha * average + (1.0 - alpha) * variable)
+
     def _states(self, batch: Batch):
         """(the network's, the average network's) core state at the sequences' first step
         (`[B, ...]` leaves). 'stored': the stored one for both; 'reset': zeros for the
@@ -314,8 +321,7 @@ class ACERLearner(LearnerBase):
         discount_t = steps.discount[:-1] * config.discounting * mask_t
 
         with tf.GradientTape() as tape:
-            unroll = self.core.unroll_own if self._acted else self.core.unroll
-            out, _ = unroll(inputs, state)
+            out, _ = (self.core.unroll_own if self._acted else self.core.unroll)(inputs, state)
             terms = self._discrete_terms if self._discrete else self._continuous_terms
             surrogate, value_loss, entropy_t, info = terms(
                 out, average_stats_t, steps, r_t, discount_t, mask_t, loss_mask_t)
@@ -335,9 +341,7 @@ class ACERLearner(LearnerBase):
         grad_norm = self._apply(tape.gradient(total, variables), variables, batch.replayed,
                                 tf.shape(mask_t)[0])
         popart_metrics = self._update_statistics(info['q_ret_t'], mask_t, steps.task[:-1])
-        alpha = config.trust_region_alpha
-        for average, variable in zip(self.average_core.variables, self._averaged()):
-            average.assign(alpha * average + (1.0 - alpha) * variable)
+        self._update_average()
 
         def mean(x):
             return tf.reduce_sum(mask_t * x) / num_valid
