@@ -54,6 +54,7 @@ from reverb_agents.networks.cores import ActorCriticCore, AgentOutput, CoreInput
 from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.popart import scale_layer, task_metrics, update_by_task
 from reverb_agents.networks.shadowed import ShadowedCore
+from reverb_agents.networks.user import reset_state
 from reverb_agents.replay import trajectory
 from reverb_agents.replay.dataset import Batch
 
@@ -138,12 +139,7 @@ class ACERLearner(LearnerBase):
             return state, tf.nest.map_structure(tf.zeros_like, state)
         if mode == 'stored':
             return state, state
-        fresh = tf.logical_not(batch.replayed)  # [B]
-
-        def zero_replayed(x):
-            return x * tf.reshape(tf.cast(fresh, x.dtype), [-1] + [1] * (x.shape.rank - 1))
-
-        return tf.nest.map_structure(zero_replayed, state)
+        return reset_state(batch.replayed, state, tf.nest.map_structure(tf.zeros_like, state))
 
     def _policy_surrogate(self, stats_t, average_stats_t, pi_loss_fn, mask_t, loss_mask_t):
         """The trust-region-projected policy loss through the statistics.
