@@ -43,6 +43,8 @@ class SAC(contract.Agent):
 
     def build_core(self, observation_space: Any, action_space: ActionSpace,
                    config: SACConfig) -> ActorCriticCore:
+        # A vector Box only, as CLEAR's and ACER's cores: a dict's leaves are left as they are.
+        normalize = network_config.normalizes(config.normalize, observation_space)
         if config.discrete_policy == 'critic':
             # ALF's discrete SAC: no actor network. The core holds the online critics
             # and the temperatures and acts with softmax(min_r Q_r(s, .) / alpha); the
@@ -55,7 +57,7 @@ class SAC(contract.Agent):
                 observation_space, action_space, torso=config.network.torso, hidden_sizes=(),
                 torso_kwargs=config.network.torso_kwargs,
                 lstm_size=0, condition_on_previous=False, baseline=False,
-                normalize_observations=config.normalize,
+                normalize_observations=normalize,
                 observation_map=config.network.observation_map,
                 soft_q_policy=SoftQPolicySpec(config.num_critic_replicas,
                                               tuple(config.critic_hidden_sizes),
@@ -68,7 +70,7 @@ class SAC(contract.Agent):
                                lstm_size=network_config.lstm_units(config),
                                **config.network.core_options(),
                                condition_on_previous=network_config.recurrent(config), baseline=False,
-                               normalize_observations=config.normalize,
+                               normalize_observations=normalize,
                                reward_transform=network_config.reward_input(config.prev_reward_input,
                                                                      config.reward_scaling))
 

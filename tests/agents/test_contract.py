@@ -129,3 +129,23 @@ def test_core_sees_the_previous_reward_as_the_learner_does(name, small_settings)
     transformed = step(cores['transformed'], [4.0, -3.0])
     np.testing.assert_allclose(transformed, step(cores['raw'], expected_r), rtol=1e-5)
     assert not np.allclose(transformed, step(cores['raw'], [4.0, -3.0]))
+
+
+@pytest.mark.parametrize('name', sorted(
+    name for name, config_class in registry.CONFIG_CLASSES.items()
+    if 'normalize' in configs.flat_fields(config_class)))
+def test_normalize_maps_vector_observations_and_leaves_a_dict_as_it_is(name, small_settings):
+    """`--normalize` on a `Dict` observation builds the core without a normaliser, as
+    `network_config.normalizes` says, for every agent (SAC's discrete policy included)."""
+    agent = registry.get(name)
+    vector = gym.spaces.Box(-1, 1, (3,), np.float32)
+    mapping = gym.spaces.Dict({'position': vector, 'goal': vector})
+    action_space = ActionSpace(gym.spaces.Discrete(2), agent.squash_actions)
+    settings = [dict(small_settings[name], normalize=True)]
+    if name == 'sac':
+        settings.append(dict(settings[0], discrete_policy='critic'))
+    for flat in settings:
+        config = configs.from_flat(agent.config_class, flat)
+        for space, normalized in ((vector, True), (mapping, False)):
+            core = agent.build_core(space, action_space, config)
+            assert (core._normalizer is not None) == normalized, (flat, space)
