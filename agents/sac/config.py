@@ -4,10 +4,15 @@
 `unroll_length` learned steps each (1 for feed-forward SAC).
 
 Defaults follow Stable-Baselines3 / the SAC paper for continuous control
-(256x256 networks, batch 256, tau 0.005, twin critics, learned temperature
-from alpha = 1) with rl-zoo's Adam step of 1e-3 and a short random warm-up
-(small tasks learn in a few thousand steps; use 3e-4 for MuJoCo-size tasks) and ML-Agents for discrete branches (target
-entropy = `discrete_target_entropy_scale * log(n)` per branch).
+(256x256 networks, batch 256, twin critics, learned temperature from alpha = 1)
+with rl-zoo's Adam step of 1e-3 and a short random warm-up (small tasks learn in
+a few thousand steps; use 3e-4 for MuJoCo-size tasks) and ML-Agents for discrete
+branches (target entropy = `discrete_target_entropy_scale * log(n)` per branch).
+Three were chosen on the untuned suite (docs/benchmarks.md#sacs-defaults): ALF's
+target step of 0.05 (with SB3's 0.005 the critics of discrete tasks lag), ALF's
+centred entropy reward (uncentred, a positive entropy bonus per step makes
+ending an episode at a goal cost the bonus of every step after it), and
+observation normalisation, as CLEAR's and ACER's.
 `discrete_policy='critic'` replaces the categorical actor of purely discrete
 actions by ALF's policy softmax(min over critics Q / alpha), with no actor.
 """
@@ -60,7 +65,8 @@ class SACConfig:
     use_entropy_reward: bool = field(
         True, 'add -alpha log pi of the next observation to the reward of every step of a target')
     normalize_entropy_reward: bool = field(
-        False, "ALF's: subtract a running (adaptive) mean of log pi from the entropy reward")
+        True, "ALF's: subtract a running (adaptive) mean of log pi from the entropy reward, so "
+        "that living longer earns no entropy bonus")
     reward_weights: Optional[Tuple[float, ...]] = field(
         None, 'k floats: learn k reward components, act on their weighted sum')
     # Critics.
@@ -68,7 +74,7 @@ class SACConfig:
     critic_hidden_sizes: Tuple[int, ...] = field(
         (256, 256), "each critic's MLP over [observation, continuous action]")
     target_update_tau: float = field(
-        0.005, 'target <- tau * online + (1 - tau) * target (CartPole learns with 0.05)',
+        0.05, "target <- tau * online + (1 - tau) * target (ALF's 0.05; SB3's 0.005)",
         search=search.Choice(0.001, 0.005, 0.01, 0.02, 0.05))
     target_update_period: int = field(1, 'learner steps between target updates')
     # Actor.
@@ -89,7 +95,7 @@ class SACConfig:
     dqda_clipping: Optional[float] = field(
         None, 'clip each element of dQ/da in the actor loss; unset: off')
     normalize: bool = field(
-        False, network_config.NORMALIZE_DOC)
+        True, network_config.NORMALIZE_DOC)
     # Temperature (one per continuous group and per discrete branch).
     initial_log_alpha: float = field(0.0, 'log alpha at the start (alpha = 1)')
     init_entcoef: Optional[float] = field(

@@ -26,7 +26,7 @@ CASES = [('clear', 'CartPole-v1', {'lstm_size': 0, 'normalize': False}),
          ('acer', 'CartPole-v1', {'lstm_size': 0, 'normalize': False}),
          # A2C has the KL by declaring the `prior` sub-config alone (agents/a2c/config.py).
          ('a2c', 'CartPole-v1', {'lstm_size': 0, 'normalize': False}),
-         ('sac', 'Pendulum-v1', {}),
+         ('sac', 'Pendulum-v1', {'normalize': False}),
          # A Dict observation: the export takes each leaf as its own input.
          ('clear', 'tests.launch.export_envs:ImageAndVector-v0', {'lstm_size': 0})]
 

@@ -32,11 +32,17 @@ SPACES = {
 }
 
 
+# The numpy checks are written for raw observations and the uncentred entropy reward;
+# a test that wants either default (both on) asks for it.
+UNNORMALIZED = {'normalize': False, 'normalize_entropy_reward': False}
+
+
 def make_learner(space, **overrides):
     action_space = ActionSpace(space, squash=True)
+    overrides = {**UNNORMALIZED, **overrides}
     core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(16,), lstm_size=0,
                            condition_on_previous=False, baseline=False,
-                           normalize_observations=overrides.get('normalize', False))
+                           normalize_observations=overrides['normalize'])
     core.create_variables()
     config = SACConfig(**{'hidden_sizes': (16,), 'critic_hidden_sizes': (16, 16),
                           'batch_size': B, **overrides})
@@ -46,9 +52,9 @@ def make_learner(space, **overrides):
 @pytest.fixture(scope='module')
 def learners():
     """Per action type, a learner of the default configuration but for the actor's and
-    the temperature's learning rates (and the continuous one's: target updates half way
-    every second step, observations normalised), each built when a test first asks for
-    it."""
+    the temperature's learning rates, raw observations and an uncentred entropy reward
+    (the continuous one's: target updates half way every second step, observations
+    normalised), each built when a test first asks for it."""
     built = {}
     special = {'continuous': dict(target_update_tau=0.5, target_update_period=2,
                                   normalize=True)}
@@ -519,7 +525,7 @@ def test_normalize_entropy_reward_subtracts_an_adaptive_mean_of_the_entropy():
         np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(learner.entropy_mean.numpy(), mean, rtol=1e-5)
     assert all(np.isfinite(float(v)) for v in learner.step(make_batch(space)).values())
-    assert not SACConfig().normalize_entropy_reward  # ALF's default: off
+    assert SACConfig().normalize_entropy_reward  # the default here (ALF's is off)
 
 
 @pytest.mark.parametrize('name', sorted(SPACES))
@@ -549,7 +555,8 @@ def make_critic_policy_learner(space, **overrides):
     agent = registry.get('sac')
     action_space = ActionSpace(space, squash=True)
     config = SACConfig(**{'hidden_sizes': (16,), 'critic_hidden_sizes': (16, 16),
-                          'batch_size': B, 'discrete_policy': 'critic', **overrides})
+                          'batch_size': B, 'discrete_policy': 'critic', **UNNORMALIZED,
+                          **overrides})
 
     def make_core():
         core = agent.build_core(OBS_SPACE, action_space, config)
