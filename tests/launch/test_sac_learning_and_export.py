@@ -24,9 +24,9 @@ from reverb_agents.launch.runs.options import RunOptions
 # presets' 0.005: with the default 0.05 this small SAC scored -351.5 at 7k
 # (docs/benchmarks.md#sacs-defaults).
 RUN_DEFAULTS = registry.get('sac').run_defaults
-SMALL_SAC = configs.from_flat(SACConfig, dict(hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64),
-                                               batch_size=256, updates_per_step=0.5, n_step=3,
-                                               target_update_tau=0.005))
+SMALL_SAC_SETTINGS = dict(hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64), batch_size=256,
+                          updates_per_step=0.5, n_step=3, target_update_tau=0.005)
+SMALL_SAC = configs.from_flat(SACConfig, SMALL_SAC_SETTINGS)
 PENDULUM_STEPS = 7000
 
 

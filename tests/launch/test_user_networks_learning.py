@@ -37,15 +37,14 @@ def test_per_key_keras_layers_on_a_dict_observation(tmp_path):
 
 
 def test_sac_with_a_keras_torso_solves_pendulum(tmp_path):
-    """The SAC learning test's budget and settings (test_sac_learning_and_export.py, its
-    target step of 0.005 included), its actor's 64 x 64 MLP a Keras one; the critics'
-    encoder is a copy of it."""
+    """The SAC learning test's budget and settings (test_sac_learning_and_export.py),
+    its actor's 64 x 64 MLP a Keras one; the critics' encoder is a copy of it."""
     from network_examples import my_networks
-    result = train('sac', 'Pendulum-v1', 7000, preset=False, torso=my_networks.mlp,
-                   torso_kwargs={'units': 64, 'layers': 2}, critic_hidden_sizes=(64, 64),
-                   batch_size=256, updates_per_step=0.5, n_step=3, target_update_tau=0.005,
-                   seed=0,
-                   logdir=str(tmp_path / 'run'), log_interval_s=1000.0)
+    from tests.launch.test_sac_learning_and_export import PENDULUM_STEPS, SMALL_SAC_SETTINGS
+    settings = {k: v for k, v in SMALL_SAC_SETTINGS.items() if k != 'hidden_sizes'}
+    result = train('sac', 'Pendulum-v1', PENDULUM_STEPS, preset=False, torso=my_networks.mlp,
+                   torso_kwargs={'units': 64, 'layers': 2}, seed=0,
+                   logdir=str(tmp_path / 'run'), log_interval_s=1000.0, **settings)
     assert result.summary['eval_return_mean'] >= -200, result.summary
 
 
