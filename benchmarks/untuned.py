@@ -82,23 +82,24 @@ per task is taken) instead of the documented best.
 their costs per env step differ ~50x on 2 shared cores: CLEAR and ACER learn
 from sequences of a 64-environment actor (CLEAR ~10k env steps/s, ACER ~2.7k),
 SAC updates once per env step (~100 env steps/s). The sequence family's
-budgets are what a run can use in about 1-2 minutes on one core: 300k for the control tasks (CLEAR's CartPole preset solves it in
-300k; none is tuned), 100k-200k for the small synthetic tasks, which need
-fewer samples. SAC gets 10k (its own run default, in which its Pendulum
-preset solves Pendulum; 5k on the masked task), and more where 10k leaves a
-task unsettled, up to the budget RL Zoo gives an off-policy agent on it (its
-SAC's on the continuous tasks, its DQN's on the discrete ones): CartPole and
-its rescaled variants 30k (CartPole's training return still rose at 10k; RL
-Zoo's DQN 50k-200k), MountainCar (shaped) 120k (RL Zoo's DQN on
-MountainCar-v0), LunarLander 100k (its DQN 100k-150k), MountainCarContinuous
-50k (its SAC) and the corridor 30k (30 of its 1000-step episodes); the
-memory tasks (a feed-forward SAC cannot remember) and MinAtar stay at 10k.
-Measured walls per run (2 jobs on 2 shared cores): CLEAR 20-40 s, ACER
-~60-130 s, SAC ~100-120 s per 10k env steps (its 120k runs 21-36 minutes), so
-the full default suite (3 agents x 12 tasks x 3 seeds, `--jobs=2`) takes about
-three hours. The six held-out tasks' 51 runs took 6,608 s at `--jobs=1` beside
-the peer's suite (MinAtar's 500k: CLEAR ~130 s, ACER ~350 s a run); the peer's
-on-policy runs take 250-1,450 s each, `RecurrentPPO` over 1,800 s.
+budgets are what a run can use in about 1-2 minutes on one core: 300k for the
+control tasks (CLEAR's CartPole preset solves it in 300k; none is tuned),
+100k-200k for the small synthetic tasks, which need fewer samples. SAC gets
+10k (its own run default, in which its Pendulum preset solves Pendulum; 5k on
+the masked task), and more where 10k leaves a task unsettled, up to the budget
+RL Zoo gives an off-policy agent on it (its SAC's on the continuous tasks, its
+DQN's on the discrete ones): CartPole and its rescaled variants 30k
+(CartPole's training return still rose at 10k; RL Zoo's DQN 50k-200k),
+MountainCar (shaped) 120k (RL Zoo's DQN on MountainCar-v0), LunarLander 100k
+(its DQN 100k-150k), MountainCarContinuous 50k (its SAC) and the corridor 30k
+(30 of its 1000-step episodes); the memory tasks (a feed-forward SAC cannot
+remember) and MinAtar stay at 10k. Measured walls per run (2 jobs on 2 shared
+cores): CLEAR 20-40 s, ACER ~60-130 s, SAC ~100-120 s per 10k env steps (its
+120k runs 21-36 minutes), so the full default suite (3 agents x 12 tasks x 3
+seeds, `--jobs=2`) takes about three hours. The six held-out tasks' 51 runs
+took 6,608 s at `--jobs=1` beside the peer's suite (MinAtar's 500k: CLEAR
+~130 s, ACER ~350 s a run); the peer's on-policy runs take 250-1,450 s each,
+`RecurrentPPO` over 1,800 s.
 
 **Checked** (CLEAR defaults, seed 0, the budgets above): memory 1.0 (fraction 1.00);
 dict_reach 0.917 (1.01: 20 episodes can beat the expected best); masked_cue

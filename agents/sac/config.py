@@ -9,10 +9,12 @@ with rl-zoo's Adam step of 1e-3 and a short random warm-up (small tasks learn in
 a few thousand steps; use 3e-4 for MuJoCo-size tasks) and ML-Agents for discrete
 branches (target entropy = `discrete_target_entropy_scale * log(n)` per branch).
 Three were chosen on the untuned suite (docs/benchmarks.md#sacs-defaults): ALF's
-target step of 0.05 (with SB3's 0.005 the critics of discrete tasks lag), ALF's
-centred entropy reward (uncentred, a positive entropy bonus per step makes
-ending an episode at a goal cost the bonus of every step after it), and
-observation normalisation, as CLEAR's and ACER's.
+target step of 0.05 (with SB3's 0.005 the critics of discrete tasks lag; 0.005 is
+still what reaches MountainCar's sparse goal,
+docs/benchmarks.md#sac-at-its-own-budgets), ALF's centred entropy reward
+(uncentred, a positive entropy bonus per step makes ending an episode at a goal
+cost the bonus of every step after it), and observation normalisation, as
+CLEAR's and ACER's.
 `discrete_policy='critic'` replaces the categorical actor of purely discrete
 actions by ALF's policy softmax(min over critics Q / alpha), with no actor.
 """
