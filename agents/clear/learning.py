@@ -28,9 +28,11 @@ moves each task's statistics with that task's targets only.
 Reward signals (`agents.signals`): curiosity and GAIL rewards are extra
 components, each with its own value output (`signal_values`, a linear head on
 the core's features, owned by the learner and not exported) and discount;
-V-trace (or GAE) runs per component with the same importance weights, the
-policy gradient follows the sum of the components' advantages, and value
-cloning keeps to the extrinsic component (the only one actors record).
+V-trace (or GAE) runs per component with the same importance weights (a
+non-episodic component's return runs on into the next episode,
+`signals.losses.across_episode_ends`), the policy gradient follows the sum of
+the components' advantages, and value cloning keeps to the extrinsic
+component (the only one actors record).
 Behavioural cloning adds the demonstrations' negative log-likelihood, and
 `pretrain()` trains the policy on demonstrations alone before any actor acts.
 """
@@ -237,16 +239,19 @@ class CLEARLearner(LearnerBase):
         group = self._signal_task(steps.task)[..., None] * n + tf.range(n)  # [T + 1, B, n]
         values = tf.gather(self.signal_values(features), group, axis=2, batch_dims=2)
         v_t, bootstrap_value = values[:-1], values[-1]
-        mask = mask_t[..., None]
-        r_t = tf.where(mask > 0, signal_r_t, tf.stop_gradient(v_t))  # as _transformed
-        discount_t = signal_losses.component_discounts(
-            steps.discount[:-1], self._gammas, self.config.signals.episodic) * mask
+        episodic = self.config.signals.episodic
+        r_t, discount_t, learned = signal_losses.across_episode_ends(
+            mask_t[..., None], signal_r_t, v_t,
+            signal_losses.component_discounts(steps.discount[:-1], self._gammas, episodic),
+            episodic)
+        # A placeholder's action was never taken: the move to the next episode is on-policy.
+        log_rhos = tf.where(mask_t > 0, log_rhos, tf.zeros_like(log_rhos))
         vs, advantages = signal_losses.component_targets(
             self._targets, log_rhos, discount_t, r_t, v_t, bootstrap_value)
         group = group[:-1]
         normalize = self.signal_values.normalize
-        baseline = tf.reduce_sum(mask * losses.baseline_loss(normalize(vs, group),
-                                                             normalize(v_t, group)))
+        baseline = tf.reduce_sum(learned * losses.baseline_loss(normalize(vs, group),
+                                                                normalize(v_t, group)))
         advantages = tf.reduce_sum(advantages / self.signal_values.std(group), -1)
         return advantages, baseline, vs
 

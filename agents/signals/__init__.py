@@ -29,7 +29,8 @@ signal). The models train inside the learner's `tf.function` step with their
 own Adam optimisers.
 
 Whether a termination ends a signal's return is per signal (`curiosity_episodic`
-off, RND's non-episodic returns; `gail_episodic` on); `curiosity_clip` bounds
+off, RND's non-episodic returns, which run on into the next episode:
+`losses.across_episode_ends`; `gail_episodic` on); `curiosity_clip` bounds
 a step's curiosity reward by a multiple of its running RMS (taken over the
 bounded rewards, so one unpredictable transition, a wall hit in MountainCar,
 neither dominates the return nor mutes curiosity for hundreds of updates);

@@ -25,7 +25,7 @@ class SignalsConfig:
     curiosity_learning_rate: float = field(3e-4, "Adam step size of ICM's models")
     curiosity_episodic: bool = field(
         False, "an episode's termination ends the curiosity return (ML-Agents); off: it "
-        "bootstraps across it as across a time limit (RND's non-episodic returns)")
+        "runs on into the next episode (RND's non-episodic returns; SAC: as at a time limit)")
     curiosity_steps: int = field(0, 'learner steps over which curiosity_strength anneals '
                                  'linearly to 0 (0: constant)')
     curiosity_normalize: bool = field(

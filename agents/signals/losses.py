@@ -101,6 +101,31 @@ def component_discounts(discount: tf.Tensor, gammas: Any,
     return tf.where(episodic, discount, tf.ones_like(discount)) * gammas
 
 
+def across_episode_ends(mask: tf.Tensor, rewards: tf.Tensor, values: tf.Tensor,
+                        discounts: tf.Tensor, episodic: Tuple[bool, ...]
+                        ) -> Tuple[tf.Tensor, tf.Tensor, tf.Tensor]:
+    """(rewards, discounts, learned) `[T, B, n]` of the intrinsic components, with the
+    placeholder steps (`mask` `[T, B, 1]` 0: the step holding an episode's final
+    observation, `replay.trajectory`) filled in.
+
+    An episodic component ends its return there: reward V, discount 0, nothing
+    learned, so its target is its own `values`. A non-episodic one runs on into the
+    next episode: the final observation moves to the next episode's first with
+    reward 0 and discount 1, and its value is learned (`learned` 1) towards that
+    first step's. Why learned: the episode's last real step bootstraps from the
+    final observation's value; left untrained (the terminal observation of a goal
+    is seen nowhere else), it is extrapolated, the steps before the goal learn
+    towards it, it follows them, and the returns diverge.
+    `rewards`, `discounts` `[T, B, n]` hold the real steps' (`component_discounts`).
+    """
+    real = mask > 0
+    runs_on = tf.logical_not(tf.constant(episodic, tf.bool))  # [n]
+    learned = tf.where(real, tf.ones_like(rewards), tf.cast(runs_on, tf.float32))
+    rewards = tf.where(real, rewards,
+                       tf.where(runs_on, tf.zeros_like(rewards), tf.stop_gradient(values)))
+    return rewards, tf.where(real, discounts, learned), learned
+
+
 def bounded_curiosity(reward: tf.Tensor, clip: float, mean_square: tf.Tensor,
                       updates: tf.Tensor) -> tf.Tensor:
     """Per-step curiosity rewards `[N]` capped at `clip` times the running RMS

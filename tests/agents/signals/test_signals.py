@@ -221,6 +221,39 @@ def test_a_non_episodic_return_runs_across_a_termination():
                          gail_demos='x.npz').episodic == (False, True)
 
 
+def test_a_non_episodic_return_runs_on_into_the_next_episode():
+    # Steps 0-1 end an episode (step 1's action terminates it), step 2 holds its final
+    # observation (a placeholder), step 3 starts the next episode, V(x_4) bootstraps.
+    mask = np.array([1, 1, 0, 1], np.float32)[:, None, None]  # [T, B, 1]
+    rewards = np.repeat(np.array([1.0, 2.0, 99.0, 3.0], np.float32)[:, None, None], 2, -1)
+    values = np.repeat(np.array([0.5, 0.6, 7.0, 0.8], np.float32)[:, None, None], 2, -1)
+    episode_discount = np.array([1.0, 0.0, 0.0, 1.0], np.float32)[:, None]
+    gammas = np.array([0.9, 0.9], np.float32)
+    episodic = (True, False)
+    r, d, learned = losses.across_episode_ends(
+        mask, rewards, values, losses.component_discounts(episode_discount, gammas, episodic),
+        episodic)
+    vs, _ = losses.component_targets(
+        lambda *a: vtrace.from_importance_weights(*a), np.zeros((4, 1), np.float32),
+        d.numpy(), r.numpy(), values, np.array([[1.0, 1.0]], np.float32))
+
+    def returns(rewards, discounts):  # on-policy V-trace: vs_t = r_t + d_t * vs_{t+1}
+        out, next_vs = [], 1.0
+        for r_t, d_t in zip(rewards[::-1], discounts[::-1]):
+            next_vs = r_t + d_t * next_vs
+            out.append(next_vs)
+        return out[::-1]
+
+    # Episodic: the return ends at the termination; the placeholder keeps its own value.
+    np.testing.assert_allclose(vs.numpy()[:, 0, 0],
+                               returns([1.0, 2.0, 7.0, 3.0], [0.9, 0.0, 0.0, 0.9]), rtol=1e-6)
+    # Non-episodic: the final observation is worth the next episode's first step (reward
+    # 0, discount 1), and that target is learned; the placeholder's 99 is never paid.
+    np.testing.assert_allclose(vs.numpy()[:, 0, 1],
+                               returns([1.0, 2.0, 0.0, 3.0], [0.9, 0.9, 1.0, 0.9]), rtol=1e-6)
+    np.testing.assert_array_equal(learned.numpy()[:, 0], [[1, 1], [1, 1], [0, 1], [1, 1]])
+
+
 def test_bc_loss_and_its_decay_against_numpy():
     per_step = -np.log(np.array([[0.5, 0.25], [1.0, 0.125]], np.float32))
     mask = np.array([[1.0, 1.0], [0.0, 1.0]], np.float32)
