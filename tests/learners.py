@@ -1,7 +1,10 @@
-"""A learner built once and put back as built before each test that uses it: the
-agents' learning tests share one per configuration, so each step is traced once."""
+"""What the agents' learning tests share: a learner built once and put back as built
+before each test that uses it (one per configuration, so each step is traced once),
+and the discounted returns their numpy checks are written against."""
 
 from typing import Any, Callable, Tuple
+
+import numpy as np
 
 
 class Rebuilt:
@@ -19,3 +22,13 @@ class Rebuilt:
             variable.assign(value)
         self.made[0]._assigned.clear()  # `assign_rate`'s memo of the learning rates
         return self.made
+
+
+def numpy_discounted_returns(rewards, discounts, bootstrap):
+    """G_t = r_t + d_t G_{t+1}, G_T = bootstrap, by a loop over t (leading axis T)."""
+    out = np.zeros_like(rewards)
+    g = np.array(bootstrap, copy=True)
+    for t in reversed(range(len(rewards))):
+        g = rewards[t] + discounts[t] * g
+        out[t] = g
+    return out

@@ -120,10 +120,12 @@ def across_episode_ends(mask: tf.Tensor, rewards: tf.Tensor, values: tf.Tensor,
     """
     real = mask > 0
     runs_on = tf.logical_not(tf.constant(episodic, tf.bool))  # [n]
-    learned = tf.where(real, tf.ones_like(rewards), tf.cast(runs_on, tf.float32))
+    # At a placeholder: discount 1 and learned where the return runs on, 0 where it ends.
+    placeholder = tf.broadcast_to(tf.cast(runs_on, tf.float32), tf.shape(rewards))
     rewards = tf.where(real, rewards,
                        tf.where(runs_on, tf.zeros_like(rewards), tf.stop_gradient(values)))
-    return rewards, tf.where(real, discounts, learned), learned
+    return (rewards, tf.where(real, discounts, placeholder),
+            tf.where(real, tf.ones_like(placeholder), placeholder))
 
 
 def bounded_curiosity(reward: tf.Tensor, clip: float, mean_square: tf.Tensor,

@@ -22,7 +22,7 @@ from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.observations import observation_spec
 from reverb_agents.replay import demos, trajectory
 from reverb_agents.replay.dataset import Batch
-from tests.learners import Rebuilt
+from tests.learners import Rebuilt, numpy_discounted_returns
 
 T, B = 5, 4
 OBS_SPACE = gym.spaces.Box(-1, 1, (3,), np.float32)
@@ -218,16 +218,6 @@ def test_rewards_are_scaled_then_clipped_as_in_the_seed(scaling, clipping, undis
     np.testing.assert_allclose(got, expected, rtol=1e-4)
 
 
-def _numpy_discounted_returns(rewards, discounts, bootstrap):
-    """G_t = r_t + d_t G_{t+1}, G_T = bootstrap, by a loop over t."""
-    out = np.zeros_like(rewards)
-    g = bootstrap.copy()
-    for t in reversed(range(len(rewards))):
-        g = rewards[t] + discounts[t] * g
-        out[t] = g
-    return out
-
-
 def _set_statistics(head, mean, std):
     head.mean.assign([mean])
     head.second_moment.assign([std ** 2 + mean ** 2])
@@ -245,7 +235,7 @@ def test_popart_targets_losses_and_statistics_match_numpy(popart_learner):
     out, _ = core.unroll(CoreInputs(steps.observation, steps.prev_action, steps.prev_reward,
                                     steps.first), batch.sequence.core_state)
     v = out.baseline.numpy()
-    vs = _numpy_discounted_returns(steps.reward[:-1], 0.99 * steps.discount[:-1], v[-1])
+    vs = numpy_discounted_returns(steps.reward[:-1], 0.99 * steps.discount[:-1], v[-1])
     expected = 0.5 * np.sum(((vs - 2.0) / 3.0 - (v[:-1] - 2.0) / 3.0) ** 2)
     metrics = learner.step(batch)
     np.testing.assert_allclose(metrics['loss/baseline'].numpy(), expected, rtol=1e-4)
@@ -278,7 +268,7 @@ def test_per_task_popart_puts_each_step_in_its_tasks_units():
         out, _ = core.unroll(CoreInputs(steps.observation, steps.prev_action, steps.prev_reward,
                                         steps.first, steps.task), batch.sequence.core_state)
         v = out.baseline.numpy()
-        vs = _numpy_discounted_returns(steps.reward[:-1], 0.99 * steps.discount[:-1], v[-1])
+        vs = numpy_discounted_returns(steps.reward[:-1], 0.99 * steps.discount[:-1], v[-1])
         mu, sigma = stats[0][task[:-1]], stats[1][task[:-1]]
         expected = 0.5 * np.sum(((vs - mu) / sigma - (v[:-1] - mu) / sigma) ** 2)
         metrics = learner.step(Batch(trajectory.Sequence(steps, batch.sequence.core_state),
@@ -330,7 +320,7 @@ def test_discounted_returns_match_a_numpy_loop():
     bootstrap = rng.normal(size=5).astype(np.float32)
     np.testing.assert_allclose(
         returns.discounted_returns(rewards, discounts, bootstrap).numpy(),
-        _numpy_discounted_returns(rewards, discounts, bootstrap), rtol=1e-5)
+        numpy_discounted_returns(rewards, discounts, bootstrap), rtol=1e-5)
 
 
 def _numpy_gae(rewards, discounts, values, bootstrap, lambda_):
@@ -359,7 +349,7 @@ def test_generalized_advantages_match_a_numpy_sum_across_episode_ends(lambda_):
     np.testing.assert_allclose(got, _numpy_gae(rewards, discounts, values, bootstrap, lambda_),
                                rtol=1e-10, atol=1e-10)
     if lambda_ == 1.0:  # A + V is the Monte-Carlo return
-        np.testing.assert_allclose(got + values, _numpy_discounted_returns(
+        np.testing.assert_allclose(got + values, numpy_discounted_returns(
             rewards, discounts, bootstrap), rtol=1e-10)
 
 
@@ -406,7 +396,7 @@ def _mc_error(learner, core, batch):
     v = out.baseline.numpy()
     config = learner.config
     r = np.clip(steps.reward[:-1] * config.reward_scaling, -1, 1)
-    g = _numpy_discounted_returns(r, steps.discount[:-1] * config.discounting, v[-1])
+    g = numpy_discounted_returns(r, steps.discount[:-1] * config.discounting, v[-1])
     return float(np.mean((g - v[:-1]) ** 2))
 
 

@@ -12,6 +12,7 @@ from reverb_agents.agents.signals.config import SignalsConfig
 from reverb_agents.agents.signals.models import ICM
 from reverb_agents.agents.signals.signals import RewardSignals
 from reverb_agents.networks.distributions import ActionSpace
+from tests.learners import numpy_discounted_returns
 
 OBS_SPACE = gym.spaces.Box(np.array([-1.0, -2.0], np.float32), np.array([1.0, 2.0], np.float32))
 ACTIONS = ActionSpace(gym.spaces.Discrete(3))
@@ -237,12 +238,8 @@ def test_a_non_episodic_return_runs_on_into_the_next_episode():
         lambda *a: vtrace.from_importance_weights(*a), np.zeros((4, 1), np.float32),
         d.numpy(), r.numpy(), values, np.array([[1.0, 1.0]], np.float32))
 
-    def returns(rewards, discounts):  # on-policy V-trace: vs_t = r_t + d_t * vs_{t+1}
-        out, next_vs = [], 1.0
-        for r_t, d_t in zip(rewards[::-1], discounts[::-1]):
-            next_vs = r_t + d_t * next_vs
-            out.append(next_vs)
-        return out[::-1]
+    def returns(rewards, discounts):  # on-policy V-trace is the discounted return
+        return numpy_discounted_returns(np.array(rewards), np.array(discounts), 1.0)
 
     # Episodic: the return ends at the termination; the placeholder keeps its own value.
     np.testing.assert_allclose(vs.numpy()[:, 0, 0],
