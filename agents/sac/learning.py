@@ -38,7 +38,8 @@ the continuous group, the exact expectation for discrete branches) is added to
 the reward of every step of an n-step target, not only to its bootstrap value.
 Transitions that start at an episode's final observation (a placeholder, see
 `replay.trajectory`) are masked out of all three losses (critic, actor,
-temperature) and of the metrics.
+temperature) and of the metrics, except for the critics' non-episodic reward
+signal components (below).
 
 Vector rewards (`reward_weights`, k components, as in ALF): the critics
 output one value per component (per discrete action), each learned with its
@@ -54,6 +55,10 @@ GAIL) is one more reward component after the environment's, with its own
 discount (the n-step targets take a gamma per component) and weight 1 (its
 strength is in its reward); the environment's components are weighted by
 their `reward_weights` (1 for a scalar reward) times `extrinsic_strength`.
+A non-episodic component's return runs on across an episode's end: the
+placeholder's transition (reward 0) leads to the next episode's first step, and
+its component is learned there, so the value that the episode's last step
+bootstraps from is a learned one (`_critic_mask`).
 The signals' rewards are computed for the batch's steps by the models as they
 are, which then take one update each. Behavioural cloning adds the
 demonstrations' negative log-likelihood to the actor loss; `pretrain()` trains
@@ -410,7 +415,11 @@ class SACLearner(LearnerBase):
         reward = steps.reward if self._env_vector else steps.reward[..., None]
         reward = reward * config.reward_scaling
         if signal_rewards is not None:  # [T + n - 1, B, m] for steps 0..T + n - 2
-            signal_rewards = tf.pad(signal_rewards, [[0, 1], [0, 0], [0, 0]])
+            # A placeholder's action was never taken: no reward. A non-episodic
+            # component's return runs on from there into the next episode
+            # (`signal_losses.across_episode_ends`); an episodic one's ends before it.
+            real = trajectory.valid_mask(steps.first)[..., None]
+            signal_rewards = tf.pad(signal_rewards * real, [[0, 1], [0, 0], [0, 0]])
             reward = tf.concat([reward, signal_rewards], -1)
 
         # The n-step window of each learned transition t, side by side on the batch
@@ -519,10 +528,24 @@ class SACLearner(LearnerBase):
                            update * config.target_update_tau)
         return grad_norm
 
+    def _critic_mask(self, mask: tf.Tensor) -> tf.Tensor:
+        """Where the critics learn: `mask` `[T * B]` (0 at placeholder rows), or with
+        reward signals `[T * B, k]`, each non-episodic signal's component learned at
+        the placeholders too (`signal_losses.learned_mask`): the last real step
+        bootstraps from the final observation's value, which, left unlearned, is
+        extrapolated, and the returns diverge (docs/reward-signals.md)."""
+        signals = self.config.signals
+        if not signals.intrinsic:
+            return mask
+        env = tf.tile(mask[:, None], [1, self._reward_size - len(signals.intrinsic)])
+        return tf.concat([env, signal_losses.learned_mask(mask[:, None], signals.episodic)],
+                         -1)
+
     def _critic_losses(self, critic_observation, action, memory, targets: tf.Tensor,
                        mask: tf.Tensor, weights: tf.Tensor):
         """Q of the taken actions `[R, T * B, k]` and each replica's TD loss `[R]` against
-        `targets` `[T * B, k]`, the rows weighted by prioritized replay's `weights` `[B]`."""
+        `targets` `[T * B, k]` where `mask` (`[T * B]` or `[T * B, k]`, `_critic_mask`)
+        says, the rows weighted by prioritized replay's `weights` `[B]`."""
         q = self.critics(critic_observation, self._continuous_part(action), memory)
         q_taken = self._q_taken(self._components(q), action)  # [k, R, T * B]
         q_taken = tf.transpose(q_taken, [1, 2, 0])  # [R, T * B, k]
@@ -539,6 +562,7 @@ class SACLearner(LearnerBase):
         learned = tf.nest.map_structure(lambda x: merge_time(x[:T]), steps)  # [T * B] rows
         # [T * B]: 0 where the row's observation is an episode's final one (a placeholder).
         mask = 1.0 - tf.cast(merge_time(steps.first[1:T + 1]), tf.float32)
+        critic_mask = self._critic_mask(mask)
         valid_rows = tf.maximum(tf.reduce_sum(mask), 1.0)
         weights = self.importance_weights(batch)  # [B]: 1 unless replay is prioritized
         if config.normalize:  # statistics first, as ML-Agents updates before its update
@@ -583,7 +607,7 @@ class SACLearner(LearnerBase):
                     [-1, self._reward_size])  # [T * B, k]
             q_taken, critic_losses = self._critic_losses(
                 critic_observation, learned.action, memory_live if learn_memory else memory,
-                targets, mask, weights)
+                targets, critic_mask, weights)
             critic_loss = tf.reduce_sum(critic_losses)
 
         grad_norm = self._apply_updates(actor_tape, critic_tape, actor_and_alpha_loss,

@@ -54,12 +54,16 @@ def critic_loss(q_taken: tf.Tensor, targets: tf.Tensor, mask: tf.Tensor,
 
     q_taken `[R, N]`, targets `[N]` (not differentiated), mask `[N]` -> `[R]`.
     With reward components, q_taken `[R, N, k]` and targets `[N, k]`: the
-    squared errors of a row's components add up. `weights` `[N]` (prioritized
-    replay's importance weights) scale each row's error; the mean still
-    divides by the number of valid rows.
+    squared errors of a row's components add up; a mask `[N, k]` says which
+    components each row learns (a row counts as valid if any). `weights` `[N]`
+    (prioritized replay's importance weights) scale each row's error; the mean
+    still divides by the number of valid rows.
     """
     error = q_taken - tf.stop_gradient(targets)[None]
     squared = tf.square(error)
+    if len(mask.shape) == 2:
+        squared = squared * mask[None]
+        mask = tf.reduce_max(mask, -1)
     if len(squared.shape) == 3:
         squared = tf.reduce_sum(squared, -1)
     count = tf.maximum(tf.reduce_sum(mask), 1.0)

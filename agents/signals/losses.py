@@ -125,7 +125,16 @@ def across_episode_ends(mask: tf.Tensor, rewards: tf.Tensor, values: tf.Tensor,
     rewards = tf.where(real, rewards,
                        tf.where(runs_on, tf.zeros_like(rewards), tf.stop_gradient(values)))
     return (rewards, tf.where(real, discounts, placeholder),
-            tf.where(real, tf.ones_like(placeholder), placeholder))
+            tf.broadcast_to(learned_mask(mask, episodic), tf.shape(rewards)))
+
+
+def learned_mask(mask: tf.Tensor, episodic: Tuple[bool, ...]) -> tf.Tensor:
+    """`[..., n]`: where each intrinsic component's value is learned, from `mask`
+    `[..., 1]` (1 at real steps, 0 at placeholders): at every real step, and at the
+    placeholders too where the component's return runs on into the next episode
+    (non-episodic, `across_episode_ends`)."""
+    runs_on = 1.0 - tf.constant(episodic, tf.float32)  # [n]
+    return tf.maximum(tf.cast(mask, tf.float32), runs_on)
 
 
 def bounded_curiosity(reward: tf.Tensor, clip: float, mean_square: tf.Tensor,

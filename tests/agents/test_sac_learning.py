@@ -741,6 +741,43 @@ def test_critic_policy_is_refused_where_alf_has_no_such_policy():
                                            config)
 
 
+@pytest.mark.parametrize('episodic', [False, True])
+def test_a_non_episodic_signal_runs_on_from_an_episodes_end(episodic):
+    """Row 2 holds an episode's final observation (a placeholder: its step 1 is the
+    next episode's first). Non-episodic curiosity (the default) is learned there,
+    towards reward 0 plus the discounted value of the next episode's first step; the
+    environment's component is not. Episodic curiosity is not learned there either."""
+    learner, space = make_learner(SPACES['continuous'], discounting=0.9,
+                                  signals=SignalsConfig(curiosity_strength=1.0,
+                                                        curiosity_gamma=0.5,
+                                                        curiosity_episodic=episodic))
+    steps = make_batch(space, seed=3).sequence.steps
+    steps.first[1, 2] = True
+    steps.discount[0, 2] = 0.0  # as the actor writes a placeholder
+    signal_rewards = np.random.default_rng(1).uniform(0.5, 1, (1, B, 1)).astype(np.float32)
+    tf.random.set_seed(11)
+    got = learner.critic_targets(steps, [tf.constant(0.4)],
+                                 signal_rewards=signal_rewards).numpy()[0]  # [B, 2]
+
+    tf.random.set_seed(11)
+    out, _ = learner.core.unroll(CoreInputs(
+        steps.observation[1:], tuple(a[1:] for a in steps.prev_action),
+        steps.prev_reward[1:], steps.first[1:]), ())
+    action, log_prob, _ = learner._policy((out.policy_params[0][0],))
+    q = learner.target_critics(steps.observation[1], action).numpy()  # [R, B, 2]
+    value = q.min(0)[:, 1] - 0.4 * log_prob.numpy()  # curiosity's soft value of step 1
+    curiosity = signal_rewards[0, :, 0].copy()
+    curiosity[2] = 0.0  # the placeholder's action was never taken
+    discount = np.ones(B) if not episodic else steps.discount[0]
+    np.testing.assert_allclose(got[:, 1], curiosity + 0.5 * discount * value, rtol=1e-4,
+                               atol=1e-5)
+
+    mask = learner._critic_mask(tf.constant(1.0 - steps.first[1].astype(np.float32))).numpy()
+    expected = np.ones([B, 2], np.float32)
+    expected[2] = [0.0, 1.0 if not episodic else 0.0]
+    np.testing.assert_array_equal(mask, expected)
+
+
 def test_reward_signals_are_components_with_their_own_discount(tmp_path, write_episode):
     """Curiosity is a second component: its target discounts by curiosity_gamma (0.5)
     where the environment's uses gamma (0.9), and the actor weighs it by 1."""

@@ -150,6 +150,17 @@ def test_critic_loss_adds_the_squared_errors_of_reward_components():
     np.testing.assert_allclose(got, [0.5 * ((1.0 + 9.0) + (0.0 + 4.0)) / 2])
 
 
+def test_critic_loss_learns_each_component_where_its_mask_says():
+    """Row 1 learns its second component only (a non-episodic signal at a placeholder);
+    row 2 nothing: the mean divides by the two rows that learn anything."""
+    q = np.array([[[1.0, 0.0], [5.0, 2.0], [9.0, 9.0]]], np.float32)  # [R = 1, N = 3, k = 2]
+    targets = np.array([[2.0, 3.0], [0.0, 0.0], [0.0, 0.0]], np.float32)
+    mask = np.array([[1.0, 1.0], [0.0, 1.0], [0.0, 0.0]], np.float32)
+    got = losses.critic_loss(tf.constant(q), tf.constant(targets), tf.constant(mask),
+                             tf.constant([1.0, 0.5, 1.0])).numpy()
+    np.testing.assert_allclose(got, [0.5 * ((1.0 + 9.0) + 0.5 * 4.0) / 2])
+
+
 @pytest.mark.parametrize('entropy,rises', [(0.1, True), (3.0, False)])
 def test_temperature_rises_below_the_target_entropy_and_falls_above(entropy, rises):
     log_alpha = tf.Variable(0.0)
