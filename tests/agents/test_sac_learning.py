@@ -741,6 +741,19 @@ def test_critic_policy_is_refused_where_alf_has_no_such_policy():
                                            config)
 
 
+def _soft_values_of_step_one(learner, steps, alpha):
+    """`[B, k]`: each reward component's soft value at step 1 of `[2, B]` steps, the
+    target critics' replica minimum at a policy action drawn as `critic_targets` draws
+    it (after `tf.random.set_seed(11)`), the entropy bonus in every component."""
+    tf.random.set_seed(11)
+    out, _ = learner.core.unroll(CoreInputs(
+        steps.observation[1:], tuple(a[1:] for a in steps.prev_action),
+        steps.prev_reward[1:], steps.first[1:]), ())
+    action, log_prob, _ = learner._policy((out.policy_params[0][0],))
+    q = learner.target_critics(steps.observation[1], action).numpy()  # [R, B, k]
+    return q.min(0) - alpha * log_prob.numpy()[:, None]
+
+
 @pytest.mark.parametrize('episodic', [False, True])
 def test_a_non_episodic_signal_runs_on_from_an_episodes_end(episodic):
     """Row 2 holds an episode's final observation (a placeholder: its step 1 is the
@@ -759,13 +772,7 @@ def test_a_non_episodic_signal_runs_on_from_an_episodes_end(episodic):
     got = learner.critic_targets(steps, [tf.constant(0.4)],
                                  signal_rewards=signal_rewards).numpy()[0]  # [B, 2]
 
-    tf.random.set_seed(11)
-    out, _ = learner.core.unroll(CoreInputs(
-        steps.observation[1:], tuple(a[1:] for a in steps.prev_action),
-        steps.prev_reward[1:], steps.first[1:]), ())
-    action, log_prob, _ = learner._policy((out.policy_params[0][0],))
-    q = learner.target_critics(steps.observation[1], action).numpy()  # [R, B, 2]
-    value = q.min(0)[:, 1] - 0.4 * log_prob.numpy()  # curiosity's soft value of step 1
+    value = _soft_values_of_step_one(learner, steps, 0.4)[:, 1]  # curiosity's
     curiosity = signal_rewards[0, :, 0].copy()
     curiosity[2] = 0.0  # the placeholder's action was never taken
     discount = np.ones(B) if not episodic else steps.discount[0]
@@ -797,13 +804,7 @@ def test_reward_signals_are_components_with_their_own_discount(tmp_path, write_e
     got = learner.critic_targets(steps, [tf.constant(0.4)], signal_rewards=signal_rewards)
     got = got.numpy()[0]  # [B, 2]
 
-    tf.random.set_seed(11)
-    out, _ = learner.core.unroll(CoreInputs(
-        steps.observation[1:], tuple(a[1:] for a in steps.prev_action),
-        steps.prev_reward[1:], steps.first[1:]), ())
-    action, log_prob, _ = learner._policy((out.policy_params[0][0],))
-    q = learner.target_critics(steps.observation[1], action).numpy()  # [R, B, 2]
-    value = q.min(0) - 0.4 * log_prob.numpy()[:, None]  # the entropy bonus in each component
+    value = _soft_values_of_step_one(learner, steps, 0.4)
     rewards = np.stack([steps.reward[0], signal_rewards[0, :, 0]], -1)
     # Row 0 terminated: the environment's return stops there, curiosity's runs on
     # (non-episodic by default) and stops too with curiosity_episodic.
