@@ -11,6 +11,7 @@ import numpy as np
 import tensorflow as tf
 
 from reverb_agents.launch import api
+from reverb_agents.launch.runs import preset_files
 
 
 def _rows(path):
@@ -73,9 +74,7 @@ def test_sac_curiosity_finds_mountaincar_continuous_goal(tmp_path, run_script):
     step; docs/benchmarks.md#curiosity-on-mountaincarcontinuous). At 15k env steps
     seeds 3, 6 and 7 evaluated 90.4-92.9; at 10k one run of seed 3 had not yet arrived
     on every episode (-18.0), so 15k leaves the margin."""
-    flagfile = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))), 'launch', 'presets',
-        'sac_mountaincar_continuous_curiosity.flags')
+    flagfile = preset_files.preset_path('sac_mountaincar_continuous_curiosity')
     logdir = tmp_path / 'run'
     result = run_script('run', [f'--flagfile={flagfile}', '--num_steps=15000',
                                 '--eval_every_steps=15000', '--noexport', f'--logdir={logdir}'],
