@@ -41,14 +41,14 @@ def test_a_run_reports_its_params_curves_and_saved_model(tmp_path, run_cli):
 def test_a_studys_trials_are_children_of_its_run(tmp_path, run_script):
     uri = f'sqlite:///{tmp_path / "mlflow.db"}'
     result = run_script('tune', ['--agent=clear', '--env=CartPole-v1', '--no_preset',
-                                 '--trial_steps=3000', '--search=learning_rate', '--trials=2',
+                                 '--trial_steps=3000', '--search=learning_rate', '--trials=1',
                                  '--pruner=none', f'--study_dir={tmp_path / "study"}',
                                  '--tracker=mlflow', f'--tracking_uri={uri}'], timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     client, runs = _runs(uri)
     (study,) = [r for r in runs if r.info.run_name == 'tune-clear-CartPole-v1']
     trials = [r for r in runs if r.data.tags.get('mlflow.parentRunId') == study.info.run_id]
-    assert sorted(r.info.run_name for r in trials) == ['trial-0', 'trial-1']
+    assert [r.info.run_name for r in trials] == ['trial-0']
     assert 'best_value' in study.data.metrics
     assert 'best.flags' in {a.path for a in client.list_artifacts(study.info.run_id)}
 

@@ -1,9 +1,10 @@
 """`reverb-agents tune` (`launch/tuning/`) on real runs: a tiny CLEAR study on CartPole
 that prunes, writes `best.flags` that `train` runs and HParams in its trials' event
 files, resumes (after it finished, and after a kill) without repeating a finished
-trial; two processes (as two machines) on one study through `--storage`, one with
-two `--jobs`, and one joining a study another is still creating; each bad input one
-`error:` line before any trial starts, an existing study untouched."""
+trial; a trial of two seeds scoring their mean; two processes (as two machines) on
+one study through `--storage`, one with two `--jobs`, and one joining a study another
+is still creating; each bad input one `error:` line before any trial starts, an
+existing study untouched."""
 
 import glob
 import json
@@ -18,8 +19,10 @@ import tensorflow as tf
 from reverb_agents.launch.tuning import study as study_lib
 
 # Two fields, tiny trials: each run is a few seconds of CLEAR on CartPole.
-STUDY = ['--agent=clear', '--env=CartPole-v1', '--no_preset', '--trial_steps=6000',
+STUDY = ['--agent=clear', '--env=CartPole-v1', '--no_preset', '--trial_steps=3000',
          '--search=learning_rate,entropy_cost', '--evaluations=3']
+# Long enough for the trials' evaluations to differ, so that the median pruner prunes.
+PRUNED_STUDY = [a.replace('=3000', '=6000') for a in STUDY]
 
 
 def _load(study_dir, name='clear-CartPole-v1'):
@@ -41,7 +44,8 @@ def _tags(logdir):
 
 def test_a_tiny_study_prunes_and_its_best_flags_train(tmp_path, run_script):
     study_dir = str(tmp_path / 'study')
-    result = run_script('tune', [*STUDY, '--trials=3', f'--study_dir={study_dir}'], timeout=600)
+    result = run_script('tune', [*PRUNED_STUDY, '--trials=3', f'--study_dir={study_dir}'],
+                        timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     study = _load(study_dir)
     states = _states(study)
@@ -62,7 +66,8 @@ def test_a_tiny_study_prunes_and_its_best_flags_train(tmp_path, run_script):
         assert json.load(f)['config']['optimizer']['learning_rate'] == \
             pytest.approx(best.params['learning_rate'])
     # The same command with a larger budget runs only the trials still due.
-    result = run_script('tune', [*STUDY, '--trials=4', f'--study_dir={study_dir}'], timeout=600)
+    result = run_script('tune', [*PRUNED_STUDY, '--trials=4', f'--study_dir={study_dir}'],
+                        timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     study = _load(study_dir)
     assert [t.number for t in study.trials] == [0, 1, 2, 3]
@@ -207,29 +212,22 @@ def test_help_lists_tunes_flags_and_the_agents_ranges(run_script):
     assert 'tuned over one of 0.8 / 0.9' in ' '.join(result.stdout.split())  # gae_lambda's
 
 
-def test_a_trial_of_two_seeds_scores_their_mean(tmp_path, run_script):
-    study_dir = tmp_path / 'study'
-    result = run_script('tune', [*STUDY, '--trials=1', '--trial_seeds=2', '--seed=3',
-                                 f'--study_dir={study_dir}'], timeout=600)
-    assert result.returncode == 0, result.stderr[-2000:]
-    (trial,) = _load(str(study_dir)).trials
-    finals = []
-    for seed in (3, 4):
-        with open(study_dir / 'trial-0' / f'seed-{seed}' / 'summary.json') as f:
-            finals.append(json.load(f)['eval_return_mean'])
-    assert trial.value == pytest.approx(sum(finals) / 2)
-    text = (study_dir / 'best.flags').read_text()
-    assert '--seed' not in text and 'the mean of 2 seeds' in text
-
-
-def test_the_python_api_takes_the_same_arguments_typed(tmp_path):
+def test_the_python_api_takes_the_same_arguments_typed_and_two_seeds_score_their_mean(
+        tmp_path):
     from reverb_agents import tune
+    study_dir = tmp_path / 'study'
     result = tune('clear', 'CartPole-v1', trials=1, trial_steps=3000, preset=False,
-                  search=('learning_rate',), study_dir=str(tmp_path / 'study'), pruner='none',
-                  entropy_cost=0.02, hidden_sizes=(32, 32))
+                  search=('learning_rate',), study_dir=str(study_dir), pruner='none',
+                  trial_seeds=2, seed=3, entropy_cost=0.02, hidden_sizes=(32, 32))
     assert result.counts == {'COMPLETE': 1} and result.best_value is not None
     assert set(result.best_params) == {'learning_rate'}
     text = open(result.best_flags).read()
     assert '--entropy_cost=0.02' in text and '--hidden_sizes=32,32' in text  # fixed, passed
+    finals = []
+    for seed in (3, 4):
+        with open(study_dir / 'trial-0' / f'seed-{seed}' / 'summary.json') as f:
+            finals.append(json.load(f)['eval_return_mean'])
+    assert result.best_value == pytest.approx(sum(finals) / 2)
+    assert '--seed' not in text and 'the mean of 2 seeds' in text
     with pytest.raises(ValueError, match="unknown keyword 'entropy'"):
         tune('clear', 'CartPole-v1', trials=1, study_dir=str(tmp_path / 'other'), entropy=0.1)
