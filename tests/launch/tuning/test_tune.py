@@ -18,11 +18,16 @@ import tensorflow as tf
 
 from reverb_agents.launch.tuning import study as study_lib
 
+
+def _study(trial_steps):
+    return ['--agent=clear', '--env=CartPole-v1', '--no_preset', f'--trial_steps={trial_steps}',
+            '--search=learning_rate,entropy_cost', '--evaluations=3']
+
+
 # Two fields, tiny trials: each run is a few seconds of CLEAR on CartPole.
-STUDY = ['--agent=clear', '--env=CartPole-v1', '--no_preset', '--trial_steps=3000',
-         '--search=learning_rate,entropy_cost', '--evaluations=3']
+STUDY = _study(3000)
 # Long enough for the trials' evaluations to differ, so that the median pruner prunes.
-PRUNED_STUDY = [a.replace('=3000', '=6000') for a in STUDY]
+PRUNED_STUDY = _study(6000)
 
 
 def _load(study_dir, name='clear-CartPole-v1'):
