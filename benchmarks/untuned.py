@@ -92,10 +92,11 @@ DQN's on the discrete ones): CartPole and its rescaled variants 30k
 (CartPole's training return still rose at 10k; RL Zoo's DQN 50k-200k),
 MountainCar (shaped) 120k (RL Zoo's DQN on MountainCar-v0), LunarLander 100k
 (its DQN 100k-150k), MountainCarContinuous 50k (its SAC) and the corridor 30k
-(30 of its 1000-step episodes); the memory tasks (a feed-forward SAC cannot
-remember) and MinAtar stay at 10k. Measured walls per run (2 jobs on 2 shared
-cores): CLEAR 20-40 s, ACER ~60-130 s, SAC ~100-120 s per 10k env steps (its
-120k runs 21-36 minutes), so the full default suite (3 agents x 12 tasks x 3
+(30 of its 1000-step episodes); the memory tasks (chosen when SAC's actor was
+feed-forward and could not remember) and MinAtar stay at 10k. Measured walls
+per run (2 jobs on 2 shared cores): CLEAR 20-40 s, ACER ~60-130 s, SAC
+~100-120 s per 10k env steps feed-forward, 1.5-2x that recurrent (its 120k
+runs 21-36 minutes feed-forward), so the full default suite (3 agents x 12 tasks x 3
 seeds, `--jobs=2`) takes about three hours. The six held-out tasks' 51 runs
 took 6,608 s at `--jobs=1` beside the peer's suite (MinAtar's 500k: CLEAR
 ~130 s, ACER ~350 s a run); the peer's on-policy runs take 250-1,450 s each,

@@ -212,7 +212,7 @@ class CueMemory(gym.Env):
     Returns: best 1; chance `1 / num_cues` (0.25) for any policy that acts on the
     current observation alone. CLEAR's and ACER's cores also see their previous
     action, so even a feed-forward core can carry the cue in its own actions
-    through the delay; SAC's feed-forward actor (its default) cannot.
+    through the delay; SAC's feed-forward actor (`--lstm_size=0`) cannot.
     """
 
     def __init__(self, num_cues: int = 4, delay: int = 8):

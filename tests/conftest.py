@@ -191,13 +191,16 @@ def reverb_server():
         server.stop()
 
 
+# SAC's feed-forward actor (its default is recurrent): what the SAC cases below test.
+SAC_FEED_FORWARD = dict(lstm_size=0, burn_in=0, unroll_length=1)
 # Small networks and batches, so each agent's case takes seconds.
 SMALL = {
     'clear': dict(lstm_size=8, hidden_sizes=(8,), batch_size=4, unroll_length=5,
                   min_replay_size=4, queue_size=16),
     'acer': dict(lstm_size=8, hidden_sizes=(8,), batch_size=4, unroll_length=5,
                  replay_start_size=20, queue_size=16, advantage_hidden_sizes=(8,)),
-    'sac': dict(hidden_sizes=(8,), critic_hidden_sizes=(8,), batch_size=8, learning_starts=16),
+    'sac': dict(hidden_sizes=(8,), critic_hidden_sizes=(8,), batch_size=8, learning_starts=16,
+                **SAC_FEED_FORWARD),
     'a2c': dict(lstm_size=8, hidden_sizes=(8,), batch_size=4, unroll_length=5, queue_size=16),
 }
 WIRED_NUM_ENVS = 4

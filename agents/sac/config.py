@@ -1,7 +1,7 @@
 """SAC's configuration: one frozen dataclass, one line of doc per field.
 
 `batch_size` counts transitions: `batch_size / unroll_length` sequences of
-`unroll_length` learned steps each (1 for feed-forward SAC).
+`unroll_length` learned steps each (8 by default; 1 for the feed-forward SAC).
 
 Defaults follow Stable-Baselines3 / the SAC paper for continuous control
 (256x256 networks, batch 256, twin critics, learned temperature from alpha = 1)
@@ -15,6 +15,13 @@ docs/benchmarks.md#sac-at-its-own-budgets), ALF's centred entropy reward
 (uncentred, a positive entropy bonus per step makes ending an episode at a goal
 cost the bonus of every step after it), and observation normalisation, as
 CLEAR's and ACER's.
+The actor is recurrent by default, as CLEAR's and ACER's cores are: an LSTM of
+64 with the torso's features also passed around it, learned from stored
+sequences of 8 steps after 8 of burn-in (R2D2), the critics' TD loss training
+it too. It learns the partially observed tasks a feed-forward actor cannot and
+scored as the feed-forward one on the fully observed ones
+(docs/benchmarks.md#a-recurrent-sac-by-default), at 1.5-2x the wall per env
+step; `--lstm_size=0 --burn_in=0 --unroll_length=1` is the feed-forward SAC.
 `discrete_policy='critic'` replaces the categorical actor of purely discrete
 actions by ALF's policy softmax(min over critics Q / alpha), with no actor.
 """
@@ -87,12 +94,15 @@ class SACConfig:
         "of the critics, no actor network, ALF; purely discrete actions, feed-forward)")
     hidden_sizes: Tuple[int, ...] = field((256, 256), "the actor's MLP torso",
                                           search=search.HIDDEN_SIZES)
-    lstm_size: int = field(0, 'actor LSTM units; > 0 makes SAC recurrent (partially observed tasks)')
-    burn_in: int = field(0, 'steps that warm up the stored core state before the learned ones (R2D2)')
-    unroll_length: int = field(1, 'transitions learned per stored sequence (recurrent: e.g. 8)')
+    lstm_size: int = field(64, 'actor LSTM units; 0 makes SAC feed-forward (then also '
+                           '--burn_in=0 --unroll_length=1)')
+    burn_in: int = field(8, 'steps that warm up the stored core state before the learned ones '
+                         '(R2D2); 0 without a memory')
+    unroll_length: int = field(8, 'transitions learned per stored sequence (feed-forward: 1)')
     memory_learns_from_critics: bool = field(
         True, "recurrent: the critics' TD loss also trains the actor's LSTM and torso")
-    network: network_config.NetworkConfig = sub_config(network_config.NetworkConfig)  # --torso, --memory
+    # --torso, --memory; the torso's features also go around the memory (--memory_skip):
+    network: network_config.NetworkConfig = sub_config(network_config.network_with_skip)
     prev_reward_input: str = field('transformed', network_config.PREV_REWARD_DOC)
     dqda_clipping: Optional[float] = field(
         None, 'clip each element of dQ/da in the actor loss; unset: off')
@@ -132,6 +142,10 @@ class SACConfig:
         checks = [
             (self.burn_in >= 0 and self.lstm_size >= 0,
              f'burn_in and lstm_size must be >= 0, got {self.burn_in}, {self.lstm_size}'),
+            (self.burn_in == 0 or network_config.recurrent(self),
+             f'burn_in warms up a memory\'s state, and a feed-forward SAC (lstm_size 0) has '
+             f'none: pass --burn_in=0 (and --unroll_length=1, single transitions), got '
+             f'burn_in {self.burn_in}'),
             (self.batch_size % self.unroll_length == 0,
              f'batch_size ({self.batch_size}) must be a multiple of unroll_length '
              f'({self.unroll_length}): a batch is whole sequences'),
@@ -149,7 +163,8 @@ class SACConfig:
              'reward_weights must hold at least one number'),
             (self.discrete_policy == 'actor' or not network_config.recurrent(self),
              f"discrete_policy='critic' acts from the critics of the observation alone: it "
-             f"needs a feed-forward agent (lstm_size 0), got lstm_size {self.lstm_size}"),
+             f"needs a feed-forward agent (--lstm_size=0 --burn_in=0 --unroll_length=1), got "
+             f"lstm_size {self.lstm_size}"),
             (self.discrete_policy == 'actor' or self.reward_weights is None,
              "discrete_policy='critic' learns scalar rewards only (reward_weights unset), got "
              f"{self.reward_weights}"),

@@ -20,6 +20,7 @@ from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.observations import observation_spec
 from reverb_agents.replay import trajectory
 from reverb_agents.replay.dataset import Batch
+from tests.conftest import SAC_FEED_FORWARD
 from tests.learners import Rebuilt
 
 B = 6
@@ -45,7 +46,7 @@ def make_learner(space, **overrides):
                            normalize_observations=overrides['normalize'])
     core.create_variables()
     config = SACConfig(**{'hidden_sizes': (16,), 'critic_hidden_sizes': (16, 16),
-                          'batch_size': B, **overrides})
+                          'batch_size': B, **SAC_FEED_FORWARD, **overrides})
     return SACLearner(core, action_space, config), action_space
 
 
@@ -237,6 +238,11 @@ def test_config_rejects_bad_values():
         SACConfig(target_update_tau=0.0)
     with pytest.raises(ValueError, match='online_fraction'):
         SACConfig(online_fraction=1.0)
+    # The default actor is recurrent; without its memory, burn-in has nothing to warm.
+    assert SACConfig().lstm_size > 0 and SACConfig().burn_in > 0
+    with pytest.raises(ValueError, match='--burn_in=0'):
+        SACConfig(lstm_size=0)
+    assert SACConfig(**SAC_FEED_FORWARD).sequence_length == 2
 
 
 def test_normalize_updates_the_statistics_the_actor_and_critics_see(learners):
@@ -556,7 +562,7 @@ def make_critic_policy_learner(space, **overrides):
     action_space = ActionSpace(space, squash=True)
     config = SACConfig(**{'hidden_sizes': (16,), 'critic_hidden_sizes': (16, 16),
                           'batch_size': B, 'discrete_policy': 'critic', **UNNORMALIZED,
-                          **overrides})
+                          **SAC_FEED_FORWARD, **overrides})
 
     def make_core():
         core = agent.build_core(OBS_SPACE, action_space, config)
@@ -733,8 +739,8 @@ def test_critic_policy_is_refused_where_alf_has_no_such_policy():
     with pytest.raises(ValueError, match='lstm_size'):
         SACConfig(discrete_policy='critic', lstm_size=8)
     with pytest.raises(ValueError, match='reward_weights'):
-        SACConfig(discrete_policy='critic', reward_weights=(1.0, 1.0))
-    config = SACConfig(discrete_policy='critic')
+        SACConfig(discrete_policy='critic', reward_weights=(1.0, 1.0), **SAC_FEED_FORWARD)
+    config = SACConfig(discrete_policy='critic', **SAC_FEED_FORWARD)
     for name in ('continuous', 'mixed'):
         with pytest.raises(UnsupportedSpaceError, match='discrete_policy'):
             registry.get('sac').build_core(OBS_SPACE, ActionSpace(SPACES[name], squash=True),

@@ -13,6 +13,7 @@ import pytest
 
 from reverb_agents.launch import api
 from tests import envs
+from tests.conftest import SAC_FEED_FORWARD
 
 # Returns (10-step episodes, see MaskedChoice): best 10; "jackpot when allowed, else
 # random" ~8; "always the cue" 7.5; random among the allowed ~4.5. 9 needs both the
@@ -31,7 +32,8 @@ SMALL = dict(lstm_size=0, hidden_sizes=(32,), batch_size=8, unroll_length=10)
 # at 9), about 2k of its 3k env steps (seeds 0-2: 2080 / 1920 / 2080; the critics'
 # policy, seed 0 three times: 1680 / 2000 / 1680; each final evaluation 10.0). CLEAR's
 # and ACER's sampled training returns stay under 9, so they run their budgets.
-SMALL_SAC = dict(critic_hidden_sizes=(32,), batch_size=64, target_return=THRESHOLD)
+SMALL_SAC = dict(critic_hidden_sizes=(32,), batch_size=64, target_return=THRESHOLD,
+                 **SAC_FEED_FORWARD)
 CASES = {
     'clear': ('clear', 10000, SMALL),
     'acer': ('acer', 6000, SMALL),

@@ -25,7 +25,8 @@ from reverb_agents.launch.runs.options import RunOptions
 # (docs/benchmarks.md#sacs-defaults).
 RUN_DEFAULTS = registry.get('sac').run_defaults
 SMALL_SAC_SETTINGS = dict(hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64), batch_size=256,
-                          updates_per_step=0.5, n_step=3, target_update_tau=0.005)
+                          updates_per_step=0.5, n_step=3, target_update_tau=0.005,
+                          **SAC_FEED_FORWARD)
 SMALL_SAC = configs.from_flat(SACConfig, SMALL_SAC_SETTINGS)
 PENDULUM_STEPS = 7000
 
@@ -115,7 +116,8 @@ def test_mixed_actions_learn_far_above_random(tmp_path):
     # 0.968 / 0.955 / 0.929, 2k's 0.978 / 0.983 (seeds 0 / 1).
     options = RunOptions(agent='sac', env='TargetReach-v0', num_envs=8, num_steps=500, seed=0,
                          logdir=str(tmp_path), eval_episodes=50, log_interval_s=1000.0)
-    config = SACConfig(hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64), batch_size=128)
+    config = SACConfig(hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64), batch_size=128,
+                       **SAC_FEED_FORWARD)
     summary = inprocess.train(options, config)
     # A policy that learned only the discrete half (the cued target, no reach) scores
     # about random + 0.4 = 0.60: the threshold sits between it and the measured runs.

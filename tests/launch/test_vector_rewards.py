@@ -19,6 +19,7 @@ from reverb_agents.launch.building import setup as setup_lib
 from reverb_agents.launch.acting.actor import EpisodeStats
 from reverb_agents.launch.runs.options import RunOptions
 from reverb_agents.replay import dataset, tables
+from tests.conftest import SAC_FEED_FORWARD
 
 EPISODE_LENGTH = 10
 
@@ -74,7 +75,7 @@ def test_actor_stores_reward_vectors_in_replay(tmp_path):
     options = RunOptions(agent='sac', env='TwoGoals-v0', num_envs=4, num_steps=100, seed=0,
                          logdir=str(tmp_path))
     config = SACConfig(hidden_sizes=(8,), critic_hidden_sizes=(8,), reward_weights=(1.0, 0.0),
-                       learning_starts=16)
+                       learning_starts=16, **SAC_FEED_FORWARD)
     envs = setup_lib.make_envs(options, config, options.num_envs, 0)
     setup = setup_lib.make_setup(options, config, envs)
     assert setup.signature.steps.reward.shape == (2, 4, 2)  # [n + 1, envs, components]
@@ -105,7 +106,7 @@ def test_weights_decide_what_sac_learns(tmp_path, weights, goal, run_script, err
                          logdir=str(tmp_path), eval_episodes=4, log_interval_s=1000.0,
                          export=goal > 0)  # evaluate.py reads one weighting's SavedModel
     config = SACConfig(hidden_sizes=(32, 32), critic_hidden_sizes=(32, 32), batch_size=64,
-                       reward_weights=weights)
+                       reward_weights=weights, **SAC_FEED_FORWARD)
     summary = inprocess.train(options, config)
     # The weighted return of a deterministic policy: 0 at the goal, -9.7 for
     # uniform random actions, -25.6 at the other goal.

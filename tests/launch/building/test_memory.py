@@ -19,6 +19,7 @@ from reverb_agents.launch.runs.options import RunOptions
 from reverb_agents.networks.observations import observation_spec
 from reverb_agents.replay import trajectory
 from reverb_agents.replay.layout import ItemLayout
+from tests.conftest import SAC_FEED_FORWARD
 
 GB = 10 ** 9
 
@@ -40,7 +41,7 @@ def atari_sac_layout() -> ItemLayout:
 
 def test_a_million_frames_are_refused_on_a_24_gib_machine():
     layout = atari_sac_layout()
-    plan = registry.get('sac').data_plan(SACConfig())
+    plan = registry.get('sac').data_plan(SACConfig(**SAC_FEED_FORWARD))
     assert plan.replay_size == 1_000_000
     per_sequence = unpacked_item_bytes(layout) / 8
     assert memory.item_bytes(layout) == unpacked_item_bytes(layout)

@@ -24,8 +24,10 @@ from reverb_agents.launch.runners import inprocess
 from reverb_agents.launch.building import setup as setup_lib
 from reverb_agents.launch.runs.options import RunOptions
 from reverb_agents.replay import tables as tables_lib
+from tests.conftest import SAC_FEED_FORWARD
 
-SMALL_SAC = dict(hidden_sizes=(8,), critic_hidden_sizes=(8,), batch_size=8, learning_starts=16)
+SMALL_SAC = dict(hidden_sizes=(8,), critic_hidden_sizes=(8,), batch_size=8, learning_starts=16,
+                 **SAC_FEED_FORWARD)
 CONFIG = configs.from_flat(registry.get('sac').config_class, SMALL_SAC)
 KILLED_SAVE = 3
 
