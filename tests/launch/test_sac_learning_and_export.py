@@ -13,6 +13,7 @@ from reverb_agents.agents import configs, registry
 from reverb_agents.agents.sac.config import SACConfig
 from reverb_agents.launch.runners import inprocess
 from reverb_agents.launch.runs.options import RunOptions
+from tests.conftest import SAC_FEED_FORWARD
 
 # SAC's run defaults (8 envs, 10 evaluation episodes) with 64x64 networks, 3-step
 # targets and one update of 256 transitions per two env steps (the transitions of one
