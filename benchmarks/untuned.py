@@ -95,7 +95,7 @@ MountainCar (shaped) 120k (RL Zoo's DQN on MountainCar-v0), LunarLander 100k
 (30 of its 1000-step episodes); the memory tasks (chosen when SAC's actor was
 feed-forward and could not remember) and MinAtar stay at 10k. Measured walls
 per run (2 jobs on 2 shared cores): CLEAR 20-40 s, ACER ~60-130 s, SAC
-~100-120 s per 10k env steps feed-forward, 1.5-2x that recurrent (its 120k
+~100-120 s per 10k env steps feed-forward, 1.5-2.4x that recurrent (its 120k
 runs 21-36 minutes feed-forward), so the full default suite (3 agents x 12 tasks x 3
 seeds, `--jobs=2`) takes about three hours. The six held-out tasks' 51 runs
 took 6,608 s at `--jobs=1` beside the peer's suite (MinAtar's 500k: CLEAR

@@ -17,14 +17,14 @@ from reverb_agents.launch.runs import rundir
 from reverb_agents.launch.building import setup as setup_lib
 from reverb_agents.launch.runs.options import RunOptions
 from reverb_agents.replay import tables as tables_lib
-from tests.conftest import SAC_FEED_FORWARD
+from tests.conftest import SAC_FEED_FORWARD, SAC_FEED_FORWARD_FLAGS
 
 SMALL_SAC = dict(hidden_sizes=(8,), critic_hidden_sizes=(8,), batch_size=8, learning_starts=16,
                  **SAC_FEED_FORWARD)
 FLAGS = ['--agent=sac', '--env=Pendulum-v1', '--num_envs=4', '--hidden_sizes=8',
          '--critic_hidden_sizes=8', '--batch_size=8', '--learning_starts=16',
          '--num_steps=100000000', '--checkpoint_interval_s=1', '--log_interval_s=0.5',
-         '--lstm_size=0', '--burn_in=0', '--unroll_length=1']
+         *SAC_FEED_FORWARD_FLAGS]
 CHECKPOINT = re.compile(r'checkpoint at env step ([\d,]+)')
 
 

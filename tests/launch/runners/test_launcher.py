@@ -16,6 +16,7 @@ import pytest
 from reverb_agents.launch.runners import launcher
 from reverb_agents.replay import connection
 from tests import forked
+from tests.conftest import SAC_FEED_FORWARD_FLAGS
 from tests.launch.runners import test_isolation as network_checks
 
 
@@ -228,8 +229,8 @@ def test_killed_learner_resumes_from_its_checkpoint(runs, tmp_path):
     # Feed-forward: the ratio below counts one update per env step; a recurrent actor's
     # sequences of 8 steps per environment leave more of a short run in flight.
     ['--agent=sac', '--env=Pendulum-v1', '--num_envs=4', '--hidden_sizes=16',
-     '--critic_hidden_sizes=16', '--batch_size=32', '--num_steps=1200', '--lstm_size=0',
-     '--burn_in=0', '--unroll_length=1'],
+     '--critic_hidden_sizes=16', '--batch_size=32', '--num_steps=1200',
+     *SAC_FEED_FORWARD_FLAGS],
 ], ids=['acer', 'sac'])
 def test_every_agent_runs_multiprocess(runs, tmp_path, agent_args):
     logdir = str(tmp_path / 'run')
