@@ -104,10 +104,6 @@ def declared_reward_size(env_id: str, env_kwargs: Optional[Mapping[str, Any]] = 
         env.close()
 
 
-def _same(env: gym.Env) -> gym.Env:
-    return env
-
-
 def make_vector_env(env_id: str, num_envs: int, seed: int,
                     vectorization_mode: Optional[str] = None,
                     reward_weights: Optional[Sequence[float]] = None,
@@ -127,14 +123,10 @@ def make_vector_env(env_id: str, num_envs: int, seed: int,
         raise EnvironmentSetupError(f'num_envs must be >= 1, got {num_envs}')
     check_env_id(env_id)
     kwargs = dict(env_kwargs or {})
-    wrap = wrap or _same
-
-    def make_one() -> gym.Env:
-        return wrap(suites.make(env_id, **kwargs))
-
     if vectorization_mode == 'ale':
-        return _ale_vector_env(env_id, num_envs, seed, wrap is not _same, kwargs)
+        return _ale_vector_env(env_id, num_envs, seed, wrap is not None, kwargs)
     try:
+        make_one = suites.maker(env_id, kwargs, wrap)
         if reward_weights:
             if vectorization_mode == 'async':
                 raise EnvironmentSetupError('vector rewards (--reward_weights) step their '
@@ -142,8 +134,10 @@ def make_vector_env(env_id: str, num_envs: int, seed: int,
             # gymnasium's checker warns on every non-scalar reward: these are by design.
             envs = VectorRewardSyncVectorEnv([make_one] * num_envs, reward_weights)
         elif vectorization_mode == 'async':
-            envs = gym.vector.AsyncVectorEnv([make_one] * num_envs)
-        elif wrap is not _same or vectorization_mode == 'sync' or suites.needs_wrapping(env_id):
+            # Spawned, not forked: a fork of a process running TensorFlow's and
+            # Reverb's threads can crash in the child (a lock held mid-fork).
+            envs = gym.vector.AsyncVectorEnv([make_one] * num_envs, context='spawn')
+        elif wrap is not None or vectorization_mode == 'sync' or suites.needs_wrapping(env_id):
             envs = gym.vector.SyncVectorEnv([make_one] * num_envs)
         else:
             envs = gym.make_vec(env_id, num_envs=num_envs, **kwargs)
@@ -151,7 +145,7 @@ def make_vector_env(env_id: str, num_envs: int, seed: int,
         raise
     except Exception as e:  # gymnasium raises many kinds (missing extras, bad kwargs).
         raise EnvironmentSetupError(f'cannot make environment {env_id!r}{_with(env_kwargs)}: '
-                                    f'{e}') from None
+                                    f'{e or type(e).__name__}') from None
     declared = env_reward_size(envs.envs[0]) if hasattr(envs, 'envs') else 0
     if declared != reward_size(envs):
         envs.close()

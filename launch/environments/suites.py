@@ -32,6 +32,7 @@ naming the extra to install.
 """
 
 import dataclasses
+import functools
 import importlib
 import logging
 import warnings
@@ -120,6 +121,25 @@ def make(env_id: str, **kwargs) -> gym.Env:
     """One environment of `env_id` (registered), with its suite's wrappers."""
     suite = _suite(env_id)
     return (suite.make if suite else _gym_make)(env_id, **kwargs)
+
+
+def maker(env_id: str, kwargs: Dict[str, Any],
+          wrap: Optional[Callable[[gym.Env], gym.Env]] = None) -> Callable[[], gym.Env]:
+    """A picklable function making one `env_id` with `kwargs`, then `wrap`.
+
+    It carries `env_id`'s registration, so a subprocess started fresh (an
+    `AsyncVectorEnv`'s, spawned) makes ids registered only in this process: the
+    API's `train(env=callable)`, a script's own `gym.register`. It imports this
+    module only, no TensorFlow.
+    """
+    return functools.partial(_make_registered, gym.spec(env_id), dict(kwargs), wrap)
+
+
+def _make_registered(spec: Any, kwargs: Dict[str, Any],
+                     wrap: Optional[Callable[[gym.Env], gym.Env]]) -> gym.Env:
+    gym.registry.setdefault(spec.id, spec)
+    env = make(spec.id, **kwargs)
+    return wrap(env) if wrap else env
 
 
 # --- the suites ---------------------------------------------------------------------

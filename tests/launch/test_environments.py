@@ -1,5 +1,9 @@
 """`--env_kwargs` (typed keywords for gymnasium.make) and `--vector_env=sync|async`."""
 
+import sys
+
+import gymnasium as gym
+import numpy as np
 import pytest
 
 from reverb_agents.agents import configs
@@ -31,6 +35,29 @@ def test_keywords_reach_every_environment(mode):
         assert (mode == 'async') == envs.__class__.__name__.startswith('Async')
     finally:
         envs.close()
+
+
+def test_async_environments_are_spawned_with_ids_registered_here_and_no_tensorflow():
+    # An id registered in this process only (as the API's `train(env=callable)`
+    # registers one), made in fresh subprocesses: forking a process that runs
+    # TensorFlow's threads can crash the child.
+    def cartpole_noting_tensorflow(**kwargs):  # nested: pickled by value, not imported
+        env = gym.make('CartPole-v1', **kwargs)
+        env.unwrapped.tensorflow_loaded = 'tensorflow' in sys.modules
+        return env
+
+    gym.register('ProcessLocalCartPole-v0', entry_point=cartpole_noting_tensorflow)
+    try:
+        envs = factory.make_vector_env('ProcessLocalCartPole-v0', 2, 0, 'async')
+        try:
+            assert envs.context == 'spawn'
+            assert list(envs.get_attr('tensorflow_loaded')) == [False, False]
+            envs.reset(seed=0)
+            envs.step(np.zeros(2, np.int64))
+        finally:
+            envs.close()
+    finally:
+        del gym.registry['ProcessLocalCartPole-v0']
 
 
 def test_a_bad_keyword_is_one_line():
