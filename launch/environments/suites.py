@@ -132,13 +132,16 @@ def maker(env_id: str, kwargs: Dict[str, Any],
     API's `train(env=callable)`, a script's own `gym.register`. It imports this
     module only, no TensorFlow.
     """
-    return functools.partial(_make_registered, gym.spec(env_id), dict(kwargs), wrap)
+    # 'module:Name-v0' ids import their module wherever they are made.
+    spec = gym.registry.get(env_id.split(':')[-1])
+    return functools.partial(_make_registered, env_id, spec, dict(kwargs), wrap)
 
 
-def _make_registered(spec: Any, kwargs: Dict[str, Any],
+def _make_registered(env_id: str, spec: Any, kwargs: Dict[str, Any],
                      wrap: Optional[Callable[[gym.Env], gym.Env]]) -> gym.Env:
-    gym.registry.setdefault(spec.id, spec)
-    env = make(spec.id, **kwargs)
+    if spec is not None:
+        gym.registry.setdefault(spec.id, spec)
+    env = make(env_id, **kwargs)
     return wrap(env) if wrap else env
 
 
