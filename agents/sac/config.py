@@ -1,7 +1,7 @@
 """SAC's configuration: one frozen dataclass, one line of doc per field.
 
 `batch_size` counts transitions: `batch_size / unroll_length` sequences of
-`unroll_length` learned steps each (8 by default; 1 for the feed-forward SAC).
+`unroll_length` learned steps each (16 by default; 1 for the feed-forward SAC).
 
 Defaults follow Stable-Baselines3 / the SAC paper for continuous control
 (256x256 networks, batch 256, twin critics, learned temperature from alpha = 1)
@@ -17,12 +17,13 @@ cost the bonus of every step after it), and observation normalisation, as
 CLEAR's and ACER's.
 The actor is recurrent by default, as CLEAR's and ACER's cores are: an LSTM of
 64 with the torso's features also passed around it, learned from stored
-sequences of 8 steps after 8 of burn-in (R2D2), the critics' TD loss training
-it too. It learns the partially observed tasks a feed-forward actor cannot and
-scored as the feed-forward one on the fully observed ones but the grid, whose
-greedy evaluation fell from 1.00 to 0.80 of the best
-(docs/benchmarks.md#a-recurrent-sac-by-default), at 1.5-2.4x the wall per env
-step; `--lstm_size=0 --burn_in=0 --unroll_length=1` is the feed-forward SAC.
+sequences of 16 steps after 8 of burn-in (R2D2), the critics' TD loss training
+it too. No gradient reaches the burn-in, so the memory learns to keep what it
+saw at most `unroll_length - 1` steps back: 8 learned steps lost the memory
+task's recall 9 steps after its cue, 16 keep it. It learns the partially
+observed tasks a feed-forward actor cannot and scored as the feed-forward one
+on the fully observed ones (docs/benchmarks.md#a-recurrent-sac-by-default), at
+1.5-2.4x the wall per env step; `--lstm_size=0 --burn_in=0 --unroll_length=1` is the feed-forward SAC.
 `discrete_policy='critic'` replaces the categorical actor of purely discrete
 actions by ALF's policy softmax(min over critics Q / alpha), with no actor.
 """
@@ -99,7 +100,9 @@ class SACConfig:
                            '--burn_in=0 --unroll_length=1)')
     burn_in: int = field(8, 'steps that warm up the stored core state before the learned ones '
                          '(R2D2); 0 without a memory')
-    unroll_length: int = field(8, 'transitions learned per stored sequence (feed-forward: 1)')
+    unroll_length: int = field(16, 'transitions learned per stored sequence (feed-forward: 1); '
+                               'the memory learns to keep what it saw up to this many steps '
+                               'less one (burn-in passes no gradient)')
     memory_learns_from_critics: bool = field(
         True, "recurrent: the critics' TD loss also trains the actor's LSTM and torso")
     # --torso, --memory; the torso's features also go around the memory (--memory_skip):

@@ -227,7 +227,7 @@ def test_killed_learner_resumes_from_its_checkpoint(runs, tmp_path):
      '--unroll_length=5', '--replay_start_size=100', '--num_steps=20000',
      '--target_return=5'],
     # Feed-forward: the ratio below counts one update per env step; a recurrent actor's
-    # sequences of 8 steps per environment leave more of a short run in flight.
+    # sequences of 16 steps per environment leave more of a short run in flight.
     ['--agent=sac', '--env=Pendulum-v1', '--num_envs=4', '--hidden_sizes=16',
      '--critic_hidden_sizes=16', '--batch_size=32', '--num_steps=1200',
      *SAC_FEED_FORWARD_FLAGS],
