@@ -132,8 +132,8 @@ def maker(env_id: str, kwargs: Dict[str, Any],
     API's `train(env=callable)`, a script's own `gym.register`. It imports this
     module only, no TensorFlow.
     """
-    # 'module:Name-v0' ids import their module wherever they are made.
-    spec = gym.registry.get(env_id.split(':')[-1])
+    # A 'module:Name-v0' id registers itself: its module is imported where it is made.
+    spec = None if ':' in env_id else gym.registry.get(env_id)
     return functools.partial(_make_registered, env_id, spec, dict(kwargs), wrap)
 
 
