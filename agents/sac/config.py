@@ -107,6 +107,9 @@ class SACConfig:
                                'less one (burn-in passes no gradient)')
     memory_learns_from_critics: bool = field(
         True, "recurrent: the critics' TD loss also trains the actor's LSTM and torso")
+    memory_optimizer: bool = field(
+        False, "recurrent, memory_learns_from_critics: the critics' gradient on the actor's "
+        "torso and LSTM steps through its own Adam, not added to the actor's gradient in one")
     # --torso, --memory; the torso's features also go around the memory (--memory_skip):
     network: network_config.NetworkConfig = sub_config(network_config.network_with_skip)
     prev_reward_input: str = field('transformed', network_config.PREV_REWARD_DOC)

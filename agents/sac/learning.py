@@ -207,8 +207,17 @@ class SACLearner(LearnerBase):
         self.actor_optimizer = (None if self._critic_policy
                                 else self.make_optimizer(self.actor_learning_rate))
         self.alpha_optimizer = self.make_optimizer(self.alpha_learning_rate)
+        # The critics' TD gradient on the actor's torso and LSTM is far larger than the
+        # actor's own (docs/benchmarks.md#why-the-recurrent-policy-falls-late): summed in
+        # one Adam, its scale sets the step and the actor's gradient barely moves the
+        # features its policy head reads. Its own Adam gives each loss a step of its own.
+        self.memory_optimizer = (
+            self.make_optimizer(self.actor_learning_rate)
+            if core.recurrent and config.memory_learns_from_critics and config.memory_optimizer
+            and not self._critic_policy else None)
         create_slots(self.optimizer, self.critics.trainable_variables)
         create_slots(self.actor_optimizer, core.trainable_variables)
+        create_slots(self.memory_optimizer, core.trainable_variables)
         create_slots(self.alpha_optimizer, [self.log_alpha])
 
     def _create_critic_variables(self, observation_space) -> None:
@@ -513,9 +522,12 @@ class SACLearner(LearnerBase):
             gradients = critic_tape.gradient(
                 critic_loss, critic_variables + (actor_variables if learn_memory else ()))
             critic_gradients = gradients[:len(critic_variables)]
-            if learn_memory:  # the torso and LSTM learn from both losses
+            memory_gradients = gradients[len(critic_variables):]
+            if learn_memory and self.memory_optimizer is not None:
+                self.memory_optimizer.apply(memory_gradients, actor_variables)
+            elif learn_memory:  # the torso and LSTM learn from both losses
                 actor_gradients = [a if m is None else a + m for a, m in
-                                   zip(actor_gradients, gradients[len(critic_variables):])]
+                                   zip(actor_gradients, memory_gradients)]
             self.actor_optimizer.apply(actor_gradients, actor_variables)
         self.alpha_optimizer.apply([alpha_gradient], [self.log_alpha])
         if config.max_log_alpha is not None:
