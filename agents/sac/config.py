@@ -23,9 +23,9 @@ saw at most `unroll_length - 1` steps back: 8 learned steps lost the memory
 task's recall 9 steps after its cue, 16 keep it. It learns the partially
 observed tasks a feed-forward actor cannot, and the corridor; on the CartPoles
 its policy falls late in about one run in three, which costs the one with
-observations x 1000 (docs/benchmarks.md#sixteen-learned-steps). It takes
-1.5-2.4x the wall per env step; `--lstm_size=0 --burn_in=0 --unroll_length=1`
-is the feed-forward SAC.
+observations x 1000 (docs/benchmarks.md#why-the-recurrent-policy-falls-late).
+It takes 1.5-2.4x the wall per env step; `--lstm_size=0 --burn_in=0
+--unroll_length=1` is the feed-forward SAC.
 `discrete_policy='critic'` replaces the categorical actor of purely discrete
 actions by ALF's policy softmax(min over critics Q / alpha), with no actor.
 """

@@ -207,14 +207,13 @@ class SACLearner(LearnerBase):
         self.actor_optimizer = (None if self._critic_policy
                                 else self.make_optimizer(self.actor_learning_rate))
         self.alpha_optimizer = self.make_optimizer(self.alpha_learning_rate)
+        self._learn_memory = core.recurrent and config.memory_learns_from_critics
         # The critics' TD gradient on the actor's torso and LSTM is far larger than the
         # actor's own (docs/benchmarks.md#why-the-recurrent-policy-falls-late): summed in
         # one Adam, its scale sets the step and the actor's gradient barely moves the
         # features its policy head reads. Its own Adam gives each loss a step of its own.
-        self.memory_optimizer = (
-            self.make_optimizer(self.actor_learning_rate)
-            if core.recurrent and config.memory_learns_from_critics and config.memory_optimizer
-            and not self._critic_policy else None)
+        self.memory_optimizer = (self.make_optimizer(self.actor_learning_rate)
+                                 if self._learn_memory and config.memory_optimizer else None)
         create_slots(self.optimizer, self.critics.trainable_variables)
         create_slots(self.actor_optimizer, core.trainable_variables)
         create_slots(self.memory_optimizer, core.trainable_variables)
@@ -505,7 +504,7 @@ class SACLearner(LearnerBase):
         return actor_rows, actor_loss, alpha_loss, entropies
 
     def _apply_updates(self, actor_tape, critic_tape, actor_and_alpha_loss, alpha_loss,
-                       critic_loss, learn_memory: bool, batch: Batch) -> tf.Tensor:
+                       critic_loss, batch: Batch) -> tf.Tensor:
         """Applies the actor's, the temperatures' and the critics' gradients and moves
         the target critics; returns the critics' gradient norm."""
         config = self.config
@@ -520,12 +519,12 @@ class SACLearner(LearnerBase):
             *actor_gradients, alpha_gradient = actor_tape.gradient(
                 actor_and_alpha_loss, actor_variables + (self.log_alpha,))
             gradients = critic_tape.gradient(
-                critic_loss, critic_variables + (actor_variables if learn_memory else ()))
+                critic_loss, critic_variables + (actor_variables if self._learn_memory else ()))
             critic_gradients = gradients[:len(critic_variables)]
             memory_gradients = gradients[len(critic_variables):]
-            if learn_memory and self.memory_optimizer is not None:
+            if self._learn_memory and self.memory_optimizer is not None:
                 self.memory_optimizer.apply(memory_gradients, actor_variables)
-            elif learn_memory:  # the torso and LSTM learn from both losses
+            elif self._learn_memory:  # the torso and LSTM learn from both losses
                 actor_gradients = [a if m is None else a + m for a, m in
                                    zip(actor_gradients, memory_gradients)]
             self.actor_optimizer.apply(actor_gradients, actor_variables)
@@ -589,7 +588,6 @@ class SACLearner(LearnerBase):
         # The critics see what the actor's torso sees.
         critic_observation = self._critic_observation(learned.observation)
 
-        learn_memory = self.core.recurrent and config.memory_learns_from_critics
         # The critic tape holds the actor's unroll too, so the critics' TD loss can
         # reach the LSTM through the memory they see (`memory_learns_from_critics`).
         with tf.GradientTape() as critic_tape:
@@ -618,12 +616,12 @@ class SACLearner(LearnerBase):
                                         signal_rewards),
                     [-1, self._reward_size])  # [T * B, k]
             q_taken, critic_losses = self._critic_losses(
-                critic_observation, learned.action, memory_live if learn_memory else memory,
+                critic_observation, learned.action, memory_live if self._learn_memory else memory,
                 targets, critic_mask, weights)
             critic_loss = tf.reduce_sum(critic_losses)
 
         grad_norm = self._apply_updates(actor_tape, critic_tape, actor_and_alpha_loss,
-                                        alpha_loss, critic_loss, learn_memory, batch)
+                                        alpha_loss, critic_loss, batch)
         if self._critic_policy:  # the actor loss is no loss here: its value is the estimate
             actor_loss = tf.zeros([])
         metrics = self._step_metrics(actor_loss, alpha_loss, grad_norm, critic_losses,
