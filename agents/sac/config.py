@@ -110,6 +110,9 @@ class SACConfig:
     memory_optimizer: bool = field(
         False, "recurrent, memory_learns_from_critics: the critics' gradient on the actor's "
         "torso and LSTM steps through its own Adam, not added to the actor's gradient in one")
+    memory_critic_scale: float = field(
+        1.0, "recurrent, memory_learns_from_critics, one Adam: the critics' gradient on the "
+        "actor's torso and LSTM is multiplied by this before it joins the actor's")
     # --torso, --memory; the torso's features also go around the memory (--memory_skip):
     network: network_config.NetworkConfig = sub_config(network_config.network_with_skip)
     prev_reward_input: str = field('transformed', network_config.PREV_REWARD_DOC)
@@ -168,6 +171,20 @@ class SACConfig:
              f'init_entcoef must be positive, got {self.init_entcoef}'),
             (self.dqda_clipping is None or self.dqda_clipping > 0,
              f'dqda_clipping must be positive (unset: off), got {self.dqda_clipping}'),
+            (self.memory_critic_scale > 0,
+             f'memory_critic_scale must be positive (--nomemory_learns_from_critics keeps the '
+             f'critics out of the memory), got {self.memory_critic_scale}'),
+            (not self.memory_optimizer or (network_config.recurrent(self)
+                                           and self.memory_learns_from_critics),
+             "memory_optimizer steps the critics' gradient on the actor's memory: it needs a "
+             "recurrent SAC (lstm_size > 0) with memory_learns_from_critics"),
+            (self.memory_critic_scale == 1.0 or (network_config.recurrent(self)
+                                                 and self.memory_learns_from_critics
+                                                 and not self.memory_optimizer),
+             "memory_critic_scale weighs the critics' gradient on the actor's memory inside the "
+             "actor's Adam: it needs a recurrent SAC (lstm_size > 0) with "
+             "memory_learns_from_critics and no memory_optimizer (an Adam of its own does not "
+             "see a gradient's scale)"),
             (self.reward_weights is None or len(self.reward_weights) >= 1,
              'reward_weights must hold at least one number'),
             (self.discrete_policy == 'actor' or not network_config.recurrent(self),

@@ -525,7 +525,8 @@ class SACLearner(LearnerBase):
             if self._learn_memory and self.memory_optimizer is not None:
                 self.memory_optimizer.apply(memory_gradients, actor_variables)
             elif self._learn_memory:  # the torso and LSTM learn from both losses
-                actor_gradients = [a if m is None else a + m for a, m in
+                scale = config.memory_critic_scale
+                actor_gradients = [a if m is None else a + scale * m for a, m in
                                    zip(actor_gradients, memory_gradients)]
             self.actor_optimizer.apply(actor_gradients, actor_variables)
         self.alpha_optimizer.apply([alpha_gradient], [self.log_alpha])

@@ -243,6 +243,16 @@ def test_config_rejects_bad_values():
     with pytest.raises(ValueError, match='--burn_in=0'):
         SACConfig(lstm_size=0)
     assert SACConfig(**SAC_FEED_FORWARD).sequence_length == 2
+    # Options for the critics' gradient on the memory need one to reach it.
+    for options in (dict(memory_optimizer=True), dict(memory_critic_scale=0.1)):
+        with pytest.raises(ValueError, match='needs a recurrent SAC'):
+            SACConfig(**SAC_FEED_FORWARD, **options)
+        with pytest.raises(ValueError, match='needs a recurrent SAC'):
+            SACConfig(memory_learns_from_critics=False, **options)
+    with pytest.raises(ValueError, match='own does not'):
+        SACConfig(memory_optimizer=True, memory_critic_scale=0.1)
+    with pytest.raises(ValueError, match='memory_critic_scale must be positive'):
+        SACConfig(memory_critic_scale=0.0)
 
 
 def test_normalize_updates_the_statistics_the_actor_and_critics_see(learners):
@@ -318,35 +328,57 @@ def test_recurrent_sac_learns_from_burned_in_sequences(recurrent):
         SACConfig(unroll_length=3, batch_size=256)
 
 
+def _randomized(learner, space):
+    """The learner with its core and critics drawn from a seed of their own (so two
+    learners start alike), and every variable's starting value."""
+    for v in learner.core.variables + learner.critics.variables:
+        v.assign(tf.random.stateless_normal(v.shape, [1, len(v.name)]) * 0.3)
+    return learner, space, [(v, v.numpy()) for v in learner.variables]
+
+
+def _lstm_after_one_step(learner, space, start):
+    """The LSTM's weights after one step from `start`, on a fixed batch and draws."""
+    for variable, value in start:  # every variable as it started, optimiser included
+        variable.assign(value)
+    batch = _recurrent_batch(learner, space, seed=1)
+    tf.random.set_seed(4)
+    learner.step(batch)
+    return [v.numpy() for v in learner.core.trainable_variables if 'lstm' in v.name]
+
+
 def test_memory_learns_from_critics_adds_the_td_gradient_to_the_lstm(recurrent):
     """Same start, same batch, same random draws: the LSTM moves the same way twice
     without the option and differently with it (the critics' loss reaches it)."""
-    def randomized(learner, space):
-        for v in learner.core.variables + learner.critics.variables:
-            v.assign(tf.random.stateless_normal(v.shape, [1, len(v.name)]) * 0.3)
-        return learner, space, [(v, v.numpy()) for v in learner.variables]
-
-    def lstm_after_one_step(learner, space, start):
-        for variable, value in start:  # every variable as it started, optimiser included
-            variable.assign(value)
-        batch = _recurrent_batch(learner, space, seed=1)
-        tf.random.set_seed(4)
-        learner.step(batch)
-        return [v.numpy() for v in learner.core.trainable_variables if 'lstm' in v.name]
-
-    option = randomized(*recurrent.fresh())
+    option = _randomized(*recurrent.fresh())
     assert option[0].config.memory_learns_from_critics  # the default
     tf.random.set_seed(3)  # as `recurrent` built its learner
-    without = randomized(*_recurrent_learner(memory_learns_from_critics=False))
+    without = _randomized(*_recurrent_learner(memory_learns_from_critics=False))
     # The two learners start from the same values, variable for variable.
     assert len(without[2]) == len(option[2])
     for (a, x), (b, y) in zip(without[2], option[2]):
         np.testing.assert_array_equal(x, y, err_msg=f'{a.name} {b.name}')
-    plain, again, with_critics = (lstm_after_one_step(*without), lstm_after_one_step(*without),
-                                  lstm_after_one_step(*option))
+    plain, again, with_critics = (_lstm_after_one_step(*without), _lstm_after_one_step(*without),
+                                  _lstm_after_one_step(*option))
     for a, b, c in zip(plain, again, with_critics):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
         assert not np.allclose(a, c, rtol=1e-6, atol=1e-7)
+
+
+def test_memory_critic_scale_weighs_the_critics_gradient_in_the_actors_adam():
+    """Adam's first step moves each weight by lr times the sign of its gradient, here
+    actor gradient + scale * critics' gradient. The share of LSTM weights that move
+    otherwise than without the critics' gradient (by 2 lr: the sign flipped) grows with
+    the scale, from none at 1e-6."""
+    def moved(**overrides):
+        tf.random.set_seed(3)
+        lstm = _lstm_after_one_step(*_randomized(*_recurrent_learner(**overrides)))
+        return np.concatenate([v.ravel() for v in lstm])
+
+    lr = SACConfig().actor_learning_rate
+    plain = moved(memory_learns_from_critics=False)
+    flipped = [np.mean(np.abs(moved(memory_critic_scale=scale) - plain) > lr)
+               for scale in (1e-6, 0.1, 1.0)]
+    assert flipped[0] == 0 and 0 < flipped[1] < flipped[2], flipped
 
 
 @pytest.mark.parametrize('own_adam', [False, True])
