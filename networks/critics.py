@@ -22,7 +22,7 @@ import sonnet as snt
 import tensorflow as tf
 
 from reverb_agents.networks.observations import ObservationTorso
-from reverb_agents.networks.user import make_torso
+from reverb_agents.networks.user import make_torso, reset_state, unroll_memory
 
 
 class StackedMLP(snt.Module):
@@ -72,9 +72,12 @@ class CriticEnsemble(snt.Module):
 
     def __init__(self, observation_space: gym.Space, num_replicas: int,
                  hidden_sizes: Sequence[int], num_outputs: int, torso: str = 'auto',
-                 torso_kwargs: str = '', name: Optional[str] = None):
+                 torso_kwargs: str = '', memory_size: int = 0, name: Optional[str] = None):
+        """`memory_size` > 0: an LSTM of the replicas' own over the encoded observations
+        (`remember`), whose output the caller passes back as `memory`."""
         super().__init__(name=name)
         self.num_replicas = num_replicas
+        self._memory = snt.LSTM(memory_size, name='memory') if memory_size else None
         # hidden_sizes=() makes the vector torso a flatten (/ one-hot): the replicas'
         # own MLPs do the work. A torso of the user's own (`MODULE:FUNCTION`) is a copy
         # of its own per ensemble (the factory called again).
@@ -92,6 +95,25 @@ class CriticEnsemble(snt.Module):
         if memory is not None:
             parts.append(memory)
         return self._mlps(tf.concat(parts + [continuous_action], -1))
+
+    def remember(self, observation: Any, first: tf.Tensor, burn_in: int) -> tf.Tensor:
+        """The ensemble's own memory over sequences: observation nest `[S, B, ...]`,
+        first `[S, B]` -> `[S - burn_in, B, H]`. The state starts at zero at step 0 and
+        wherever `first` is true; no gradient reaches the first `burn_in` steps (R2D2)."""
+        steps, batch = tf.shape(first)[0], tf.shape(first)[1]
+        encoded = self._encoder(tf.nest.map_structure(
+            lambda x: tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0)), observation))
+        encoded = tf.reshape(encoded, tf.stack([steps, batch, encoded.shape[-1]]))
+
+        def step(x, first_t, state):
+            return self._memory(x, reset_state(first_t, state,
+                                               self._memory.initial_state(batch)))
+
+        state = self._memory.initial_state(batch)
+        if burn_in:
+            _, state = unroll_memory(step, encoded[:burn_in], first[:burn_in], state)
+            state = tf.nest.map_structure(tf.stop_gradient, state)
+        return unroll_memory(step, encoded[burn_in:], first[burn_in:], state)[0]
 
     @property
     def encoder(self) -> ObservationTorso:

@@ -110,6 +110,11 @@ class SACConfig:
     memory_optimizer: bool = field(
         False, "recurrent, memory_learns_from_critics: the critics' gradient on the actor's "
         "torso and LSTM steps through its own Adam, not added to the actor's gradient in one")
+    critic_memory: bool = field(
+        False, "recurrent: the critics have an LSTM of their own (lstm_size units over their "
+        "encoded observations, from zero at each sequence's start, warmed by the burn-in), "
+        "trained by their TD loss and seen instead of the actor's memory, which then learns "
+        "from the actor's loss alone")
     memory_critic_scale: float = field(
         1.0, "recurrent, memory_learns_from_critics, one Adam: the critics' gradient on the "
         "actor's torso and LSTM is multiplied by this before it joins the actor's")
@@ -174,17 +179,23 @@ class SACConfig:
             (self.memory_critic_scale > 0,
              f'memory_critic_scale must be positive (--nomemory_learns_from_critics keeps the '
              f'critics out of the memory), got {self.memory_critic_scale}'),
+            (not self.critic_memory or self.lstm_size > 0,
+             f'critic_memory gives the critics an LSTM of lstm_size units: it needs a '
+             f'recurrent SAC with lstm_size > 0, got {self.lstm_size}'),
             (not self.memory_optimizer or (network_config.recurrent(self)
-                                           and self.memory_learns_from_critics),
+                                           and self.memory_learns_from_critics
+                                           and not self.critic_memory),
              "memory_optimizer steps the critics' gradient on the actor's memory: it needs a "
-             "recurrent SAC (lstm_size > 0) with memory_learns_from_critics"),
+             "recurrent SAC (lstm_size > 0) with memory_learns_from_critics and no "
+             "critic_memory"),
             (self.memory_critic_scale == 1.0 or (network_config.recurrent(self)
                                                  and self.memory_learns_from_critics
-                                                 and not self.memory_optimizer),
+                                                 and not self.memory_optimizer
+                                                 and not self.critic_memory),
              "memory_critic_scale weighs the critics' gradient on the actor's memory inside the "
              "actor's Adam: it needs a recurrent SAC (lstm_size > 0) with "
-             "memory_learns_from_critics and no memory_optimizer (an Adam of its own does not "
-             "see a gradient's scale)"),
+             "memory_learns_from_critics, no critic_memory and no memory_optimizer (an Adam of "
+             "its own does not see a gradient's scale)"),
             (self.reward_weights is None or len(self.reward_weights) >= 1,
              'reward_weights must hold at least one number'),
             (self.discrete_policy == 'actor' or not network_config.recurrent(self),

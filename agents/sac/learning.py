@@ -192,8 +192,11 @@ class SACLearner(LearnerBase):
         def critics(name):
             return CriticEnsemble(observation_space, config.num_critic_replicas,
                                   config.critic_hidden_sizes, num_outputs, config.network.torso,
-                                  config.network.torso_kwargs, name=name)
+                                  config.network.torso_kwargs,
+                                  memory_size=config.lstm_size if self._critic_memory else 0,
+                                  name=name)
 
+        self._critic_memory = core.recurrent and config.critic_memory
         self.critics = soft_q_head.critics if self._critic_policy else critics('critics')
         self.target_critics = critics('target_critics')
         self._create_critic_variables(observation_space)
@@ -207,7 +210,8 @@ class SACLearner(LearnerBase):
         self.actor_optimizer = (None if self._critic_policy
                                 else self.make_optimizer(self.actor_learning_rate))
         self.alpha_optimizer = self.make_optimizer(self.alpha_learning_rate)
-        self._learn_memory = core.recurrent and config.memory_learns_from_critics
+        self._learn_memory = (core.recurrent and config.memory_learns_from_critics
+                              and not self._critic_memory)
         # The critics' TD gradient on the actor's torso and LSTM is far larger than the
         # actor's own (docs/benchmarks.md#why-the-recurrent-policy-falls-late): summed in
         # one Adam, its scale sets the step and the actor's gradient barely moves the
@@ -223,7 +227,13 @@ class SACLearner(LearnerBase):
         """Builds the critics (Sonnet builds lazily) and copies them to the targets."""
         observation = trajectory.zeros(observation_spec(observation_space), (1,))
         action = tf.zeros([1, self._continuous_dims])
-        memory = tf.zeros([1, self.core.features_size]) if self.core.recurrent else None
+        memory = None
+        if self._critic_memory:
+            sequence = tf.nest.map_structure(lambda x: x[None], observation)  # [1, 1, ...]
+            memory = self.critics.remember(sequence, tf.ones([1, 1], tf.bool), 0)[0]
+            self.target_critics.remember(sequence, tf.ones([1, 1], tf.bool), 0)
+        elif self.core.recurrent:
+            memory = tf.zeros([1, self.core.features_size])
         self.critics(observation, action, memory)
         self.target_critics(observation, action, memory)
         for target, source in zip(self.target_critics.variables, self.critics.variables):
@@ -376,6 +386,20 @@ class SACLearner(LearnerBase):
         memory = outputs.features
         return (tuple(p[:T] for p in params), memory[:T],
                 tuple(tf.stop_gradient(p[1:]) for p in params), tf.stop_gradient(memory[1:]))
+
+    def _critic_memories(self, steps) -> Tuple[tf.Tensor, tf.Tensor]:
+        """`critic_memory`: the critics' own memory at the learned steps `[T * B, H]`
+        (differentiable) and the target critics' at the steps after them
+        `[T + n - 1, B, H]`, from `[burn_in + T + n, B]` steps."""
+        config = self.config
+        length = tf.shape(steps.first)[0]
+        observation = self._critic_observation(
+            tf.nest.map_structure(merge_time, steps.observation))
+        observation = tf.nest.map_structure(
+            lambda x: tf.reshape(x, tf.concat([[length, -1], tf.shape(x)[1:]], 0)), observation)
+        online = self.critics.remember(observation, steps.first, config.burn_in)
+        target = self.target_critics.remember(observation, steps.first, config.burn_in)
+        return merge_time(online[:config.unroll_length]), tf.stop_gradient(target[1:])
 
     def critic_targets(self, steps, alphas: List[tf.Tensor], next_params=None,
                        next_memory=None, signal_rewards=None) -> tf.Tensor:
@@ -596,6 +620,8 @@ class SACLearner(LearnerBase):
                 params_t, memory_live, next_params, next_memory = self._actor_outputs(
                     inputs, core_state)  # [T, B]
                 memory_live = None if memory_live is None else merge_time(memory_live)
+                if self._critic_memory:  # the critics see theirs, not the actor's
+                    memory_live, next_memory = self._critic_memories(batch.sequence.steps)
                 # The actor loss sees the memory as a constant input of Q.
                 memory = None if memory_live is None else tf.stop_gradient(memory_live)
                 actor_rows, actor_loss, alpha_loss, entropies = self._actor_and_alpha_losses(
@@ -617,7 +643,8 @@ class SACLearner(LearnerBase):
                                         signal_rewards),
                     [-1, self._reward_size])  # [T * B, k]
             q_taken, critic_losses = self._critic_losses(
-                critic_observation, learned.action, memory_live if self._learn_memory else memory,
+                critic_observation, learned.action,
+                memory_live if self._learn_memory or self._critic_memory else memory,
                 targets, critic_mask, weights)
             critic_loss = tf.reduce_sum(critic_losses)
 

@@ -251,6 +251,10 @@ def test_config_rejects_bad_values():
             SACConfig(memory_learns_from_critics=False, **options)
     with pytest.raises(ValueError, match='own does not'):
         SACConfig(memory_optimizer=True, memory_critic_scale=0.1)
+    with pytest.raises(ValueError, match='critic_memory gives the critics an LSTM'):
+        SACConfig(**SAC_FEED_FORWARD, critic_memory=True)
+    with pytest.raises(ValueError, match='no critic_memory'):  # the actor's memory is its own
+        SACConfig(critic_memory=True, memory_optimizer=True)
     with pytest.raises(ValueError, match='memory_critic_scale must be positive'):
         SACConfig(memory_critic_scale=0.0)
 
@@ -379,6 +383,33 @@ def test_memory_critic_scale_weighs_the_critics_gradient_in_the_actors_adam():
     flipped = [np.mean(np.abs(moved(memory_critic_scale=scale) - plain) > lr)
                for scale in (1e-6, 0.1, 1.0)]
     assert flipped[0] == 0 and 0 < flipped[1] < flipped[2], flipped
+
+
+def test_critic_memory_learns_from_the_td_loss_and_keeps_it_off_the_actors_lstm():
+    """With `critic_memory` the critics' LSTM moves by Adam's first step (lr) and the
+    target's moves tau of the way to it; the actor's LSTM moves the same whether or not
+    `memory_learns_from_critics` is set: the critics' loss does not reach it."""
+    def after_one_step(**overrides):
+        tf.random.set_seed(3)
+        learner, space, start = _randomized(*_recurrent_learner(critic_memory=True,
+                                                                **overrides))
+        memory = [v for v in learner.critics.trainable_variables if '/memory/' in v.name]
+        target = [v for v in learner.target_critics.variables if '/memory/' in v.name]
+        values = [[v.numpy() for v in memory], [v.numpy() for v in target]]
+        actor_lstm = _lstm_after_one_step(learner, space, start)
+        return learner, actor_lstm, values, [[v.numpy() for v in memory],
+                                             [v.numpy() for v in target]]
+
+    learner, actor_lstm, (critic_0, target_0), (critic_1, target_1) = after_one_step()
+    config, tau = learner.config, learner.config.target_update_tau
+    assert len(critic_0) == 3 and learner._critic_memory and not learner._learn_memory
+    moves = np.abs(np.concatenate([(a - b).ravel() for a, b in zip(critic_1, critic_0)]))
+    assert np.mean(np.isclose(moves, config.optimizer.learning_rate, rtol=0.05)) > 0.8
+    for c, t0, t1 in zip(critic_1, target_0, target_1):
+        np.testing.assert_allclose(t1, (1 - tau) * t0 + tau * c, rtol=1e-5, atol=1e-6)
+    _, same_lstm, _, _ = after_one_step(memory_learns_from_critics=False)
+    for a, b in zip(actor_lstm, same_lstm):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize('own_adam', [False, True])

@@ -560,6 +560,31 @@ def test_critics_encode_images_and_vectors():
     assert critics(observation, tf.zeros([B, 0])).shape.as_list() == [2, B, 3]
 
 
+def test_critics_memory_restarts_at_first_and_passes_no_gradient_to_the_burn_in():
+    """`remember` over 7 steps with 2 of burn-in: the same outputs as without burn-in
+    (it holds back gradients, not values); from a `first` step on, a row's outputs are
+    those of the sequence that starts there; no gradient reaches the burn-in's inputs."""
+    critics = CriticEnsemble(CARTPOLE_OBS, num_replicas=2, hidden_sizes=(8,), num_outputs=1,
+                             memory_size=5)
+    observation = tf.constant(np.random.RandomState(0).normal(size=[7, 2, 4]), tf.float32)
+    first = np.zeros([7, 2], bool)
+    first[0], first[4, 0] = True, True
+    with tf.GradientTape() as tape:
+        tape.watch(observation)
+        out = critics.remember(observation, tf.constant(first), burn_in=2)
+        total = tf.reduce_sum(out)
+    assert out.shape.as_list() == [5, 2, 5]
+    np.testing.assert_allclose(out, critics.remember(observation, tf.constant(first), 0)[2:],
+                               rtol=1e-6)
+    restart = np.zeros([3, 2], bool)
+    restart[0] = True
+    fresh = critics.remember(observation[4:], tf.constant(restart), 0)
+    np.testing.assert_allclose(out[2:, 0], fresh[:, 0], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(out[2:, 1], fresh[:, 1], atol=1e-4)  # row 1 carries its state
+    gradient = np.abs(tape.gradient(total, observation).numpy()).sum(axis=(1, 2))
+    assert np.all(gradient[:2] == 0) and np.all(gradient[2:] > 0), gradient
+
+
 def test_unsupported_action_space_in_core():
     with pytest.raises(UnsupportedSpaceError, match='Text'):
         ActorCriticCore(CARTPOLE_OBS, ActionSpace(gym.spaces.Text(5)))
