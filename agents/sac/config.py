@@ -23,7 +23,9 @@ saw at most `unroll_length - 1` steps back: 8 learned steps lost the memory
 task's recall 9 steps after its cue, 16 keep it. It learns the partially
 observed tasks a feed-forward actor cannot, and the corridor; on the CartPoles
 its policy falls late in about one run in three, which costs the one with
-observations x 1000 (docs/benchmarks.md#why-the-recurrent-policy-falls-late).
+observations x 1000 (docs/benchmarks.md#why-the-recurrent-policy-falls-late);
+`memory_optimizer`, `memory_critic_scale` and `critic_memory` change how the
+critics' loss reaches the memory, each measured there.
 It takes 1.5-2.4x the wall per env step; `--lstm_size=0 --burn_in=0
 --unroll_length=1` is the feed-forward SAC.
 `discrete_policy='critic'` replaces the categorical actor of purely discrete
@@ -32,7 +34,7 @@ actions by ALF's policy softmax(min over critics Q / alpha), with no actor.
 
 import dataclasses
 import math
-from typing import Any, Optional, Tuple
+from typing import Any, List, Optional, Tuple
 
 from reverb_agents.agents import configs
 from reverb_agents.agents import network_config
@@ -176,26 +178,6 @@ class SACConfig:
              f'init_entcoef must be positive, got {self.init_entcoef}'),
             (self.dqda_clipping is None or self.dqda_clipping > 0,
              f'dqda_clipping must be positive (unset: off), got {self.dqda_clipping}'),
-            (self.memory_critic_scale > 0,
-             f'memory_critic_scale must be positive (--nomemory_learns_from_critics keeps the '
-             f'critics out of the memory), got {self.memory_critic_scale}'),
-            (not self.critic_memory or self.lstm_size > 0,
-             f'critic_memory gives the critics an LSTM of lstm_size units: it needs a '
-             f'recurrent SAC with lstm_size > 0, got {self.lstm_size}'),
-            (not self.memory_optimizer or (network_config.recurrent(self)
-                                           and self.memory_learns_from_critics
-                                           and not self.critic_memory),
-             "memory_optimizer steps the critics' gradient on the actor's memory: it needs a "
-             "recurrent SAC (lstm_size > 0) with memory_learns_from_critics and no "
-             "critic_memory"),
-            (self.memory_critic_scale == 1.0 or (network_config.recurrent(self)
-                                                 and self.memory_learns_from_critics
-                                                 and not self.memory_optimizer
-                                                 and not self.critic_memory),
-             "memory_critic_scale weighs the critics' gradient on the actor's memory inside the "
-             "actor's Adam: it needs a recurrent SAC (lstm_size > 0) with "
-             "memory_learns_from_critics, no critic_memory and no memory_optimizer (an Adam of "
-             "its own does not see a gradient's scale)"),
             (self.reward_weights is None or len(self.reward_weights) >= 1,
              'reward_weights must hold at least one number'),
             (self.discrete_policy == 'actor' or not network_config.recurrent(self),
@@ -216,13 +198,38 @@ class SACConfig:
              f'replay_size ({self.replay.replay_size}) must hold learning_starts '
              f'({self.learning_starts} transitions)'),
         ]
-        for ok, message in checks:
+        for ok, message in checks + self._memory_option_checks():
             require(ok, message)
         if self.online_fraction > 0:
             num_fresh = split_batch(self.sequences_per_batch, 1.0 - self.online_fraction)[0]
             require(num_fresh <= self.replay.queue_size,
                     f'queue_size ({self.replay.queue_size}) must hold the fresh part of a '
                     f'batch ({num_fresh} sequences)')
+
+    def _memory_option_checks(self) -> List[Tuple[bool, str]]:
+        """(ok, message) pairs: each option for how the critics' loss reaches the actor's
+        memory needs a memory it reaches, and they exclude each other."""
+        recurrent = network_config.recurrent(self)
+        return [
+            (self.memory_critic_scale > 0,
+             f'memory_critic_scale must be positive (--nomemory_learns_from_critics keeps the '
+             f'critics out of the memory), got {self.memory_critic_scale}'),
+            (not self.critic_memory or self.lstm_size > 0,
+             f'critic_memory gives the critics an LSTM of lstm_size units: it needs a '
+             f'recurrent SAC with lstm_size > 0, got {self.lstm_size}'),
+            (not self.memory_optimizer or (recurrent and self.memory_learns_from_critics
+                                           and not self.critic_memory),
+             "memory_optimizer steps the critics' gradient on the actor's memory: it needs a "
+             "recurrent SAC (lstm_size > 0) with memory_learns_from_critics and no "
+             "critic_memory"),
+            (self.memory_critic_scale == 1.0 or (recurrent and self.memory_learns_from_critics
+                                                 and not self.memory_optimizer
+                                                 and not self.critic_memory),
+             "memory_critic_scale weighs the critics' gradient on the actor's memory inside the "
+             "actor's Adam: it needs a recurrent SAC (lstm_size > 0) with "
+             "memory_learns_from_critics, no critic_memory and no memory_optimizer (an Adam of "
+             "its own does not see a gradient's scale)"),
+        ]
 
     # Derived sizes (the data plan, `agents/sac/agent.py`, reads them).
     @property
