@@ -38,7 +38,7 @@ from reverb_agents.networks.observations import (
     ObservationTorso, observation_spec, split_action_mask, without_action_mask)
 from reverb_agents.networks.popart import PopArtLinear
 from reverb_agents.networks.user import (
-    UserMemory, UserTorso, make_memory, make_torso, param_count, reset_state, unroll_memory)
+    LSTMMemory, UserMemory, UserTorso, make_memory, make_torso, param_count)
 
 
 class CoreInputs(NamedTuple):
@@ -150,24 +150,6 @@ class PreviousStep(snt.Module):
             prev_reward = transform_reward(prev_reward, *self.reward_transform)
         prev_reward = prev_reward[:, None] * keep
         return tf.concat([features, prev_action, prev_reward], -1)
-
-
-class LSTMMemory(snt.LSTM):
-    """An LSTM whose state restarts from `initial_state` wherever `first` is true."""
-
-    def __init__(self, hidden_size: int, name: str = 'lstm'):
-        super().__init__(hidden_size, name=name)
-        self.hidden_size = hidden_size
-
-    def step(self, x: tf.Tensor, first: tf.Tensor, state: snt.LSTMState
-             ) -> Tuple[tf.Tensor, snt.LSTMState]:
-        """x `[B, E]`, first `[B]` -> (output `[B, H]`, state)."""
-        return self(x, reset_state(first, state, self.initial_state(tf.shape(first)[0])))
-
-    def unroll(self, x: tf.Tensor, first: tf.Tensor, state: snt.LSTMState
-               ) -> Tuple[tf.Tensor, snt.LSTMState]:
-        """x `[T, B, E]`, first `[T, B]` -> (outputs `[T, B, H]`, final state)."""
-        return unroll_memory(self.step, x, first, state)
 
 
 class PolicyHead(snt.Linear):

@@ -22,7 +22,7 @@ import sonnet as snt
 import tensorflow as tf
 
 from reverb_agents.networks.observations import ObservationTorso
-from reverb_agents.networks.user import make_torso, reset_state, unroll_memory
+from reverb_agents.networks.user import LSTMMemory, make_torso
 
 
 class StackedMLP(snt.Module):
@@ -77,7 +77,7 @@ class CriticEnsemble(snt.Module):
         (`remember`), whose output the caller passes back as `memory`."""
         super().__init__(name=name)
         self.num_replicas = num_replicas
-        self._memory = snt.LSTM(memory_size, name='memory') if memory_size else None
+        self._memory = LSTMMemory(memory_size, name='memory') if memory_size else None
         # hidden_sizes=() makes the vector torso a flatten (/ one-hot): the replicas'
         # own MLPs do the work. A torso of the user's own (`MODULE:FUNCTION`) is a copy
         # of its own per ensemble (the factory called again).
@@ -105,15 +105,11 @@ class CriticEnsemble(snt.Module):
             lambda x: tf.reshape(x, tf.concat([[-1], tf.shape(x)[2:]], 0)), observation))
         encoded = tf.reshape(encoded, tf.stack([steps, batch, encoded.shape[-1]]))
 
-        def step(x, first_t, state):
-            return self._memory(x, reset_state(first_t, state,
-                                               self._memory.initial_state(batch)))
-
         state = self._memory.initial_state(batch)
         if burn_in:
-            _, state = unroll_memory(step, encoded[:burn_in], first[:burn_in], state)
+            _, state = self._memory.unroll(encoded[:burn_in], first[:burn_in], state)
             state = tf.nest.map_structure(tf.stop_gradient, state)
-        return unroll_memory(step, encoded[burn_in:], first[burn_in:], state)[0]
+        return self._memory.unroll(encoded[burn_in:], first[burn_in:], state)[0]
 
     @property
     def encoder(self) -> ObservationTorso:

@@ -230,6 +230,24 @@ def reset_state(first: tf.Tensor, state: Any, initial: Any) -> Any:
     return tf.nest.map_structure(lambda s, i: tf.where(first[:, None], i, s), state, initial)
 
 
+class LSTMMemory(snt.LSTM):
+    """An LSTM whose state restarts from `initial_state` wherever `first` is true."""
+
+    def __init__(self, hidden_size: int, name: str = 'lstm'):
+        super().__init__(hidden_size, name=name)
+        self.hidden_size = hidden_size
+
+    def step(self, x: tf.Tensor, first: tf.Tensor, state: snt.LSTMState
+             ) -> Tuple[tf.Tensor, snt.LSTMState]:
+        """x `[B, E]`, first `[B]` -> (output `[B, H]`, state)."""
+        return self(x, reset_state(first, state, self.initial_state(tf.shape(first)[0])))
+
+    def unroll(self, x: tf.Tensor, first: tf.Tensor, state: snt.LSTMState
+               ) -> Tuple[tf.Tensor, snt.LSTMState]:
+        """x `[T, B, E]`, first `[T, B]` -> (outputs `[T, B, H]`, final state)."""
+        return unroll_memory(self.step, x, first, state)
+
+
 def _state_sizes(state_size: Any) -> Tuple[Tuple[int, ...], ...]:
     """A Keras cell's `state_size` (an int, a TensorShape or a nest of them) -> the
     trailing shape of each flat state tensor."""
