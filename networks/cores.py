@@ -37,6 +37,7 @@ from reverb_agents.networks.normalizer import RunningNormalizer
 from reverb_agents.networks.observations import (
     ObservationTorso, observation_spec, split_action_mask, without_action_mask)
 from reverb_agents.networks.popart import PopArtLinear
+from reverb_agents.networks.torsos import MLP
 from reverb_agents.networks.user import (
     LSTMMemory, UserMemory, UserTorso, make_memory, make_torso, param_count)
 
@@ -154,15 +155,26 @@ class PreviousStep(snt.Module):
 
 class PolicyHead(snt.Linear):
     """Features `[N, H]` -> per-leaf distribution parameters `[N, param_size]`
-    (log-stds clipped, `ActionSpace.split_params`)."""
+    (log-stds clipped, `ActionSpace.split_params`); with `hidden_sizes`, an MLP of
+    the policy's own (ReLU) between the features and the output layer."""
 
-    def __init__(self, action_space: ActionSpace, name: str = 'policy_head'):
+    def __init__(self, action_space: ActionSpace, hidden_sizes: Sequence[int] = (),
+                 name: str = 'policy_head'):
         # Small initial weights: the first policy is close to uniform / zero-mean.
         super().__init__(sum(action_space.param_sizes),
                          w_init=snt.initializers.Orthogonal(0.01), name=name)
         self.action_space = action_space
+        self.hidden = MLP(tuple(hidden_sizes), name='hidden') if hidden_sizes else None
+
+    @property
+    def features_size(self) -> int:
+        """Width of the features it reads; needs built variables."""
+        first = self.hidden.layers[0] if self.hidden is not None else self
+        return int(first.w.shape[0])
 
     def __call__(self, features: tf.Tensor) -> Tuple[tf.Tensor, ...]:
+        if self.hidden is not None:
+            features = self.hidden(features)
         return self.action_space.split_params(super().__call__(features))
 
 
@@ -324,6 +336,7 @@ class ActorCriticCore(snt.RNNCore):
                  memory: str = '',
                  memory_kwargs: str = '',
                  memory_skip: bool = False,
+                 policy_hidden_sizes: Sequence[int] = (),
                  num_q_values: int = 0,
                  advantage_hidden_sizes: Optional[Sequence[int]] = None,
                  condition_on_previous: bool = True,
@@ -365,7 +378,10 @@ class ActorCriticCore(snt.RNNCore):
 
         `memory_skip` passes the torso's features around the memory: the heads see
         them beside the memory's output (concatenated), so what needs no memory is
-        read as a feed-forward core reads it (no effect without a memory)."""
+        read as a feed-forward core reads it (no effect without a memory).
+        `policy_hidden_sizes` gives the policy head layers of its own after the
+        features, which only the policy's loss trains where a learner's other losses
+        also train the features (SAC's critics read them)."""
         # Long: its docstring documents each part a core is built from; the body checks and
         # assembles them.
         super().__init__(name=name)
@@ -416,7 +432,8 @@ class ActorCriticCore(snt.RNNCore):
                                                                             memory_kwargs)
         self.memory_skip = bool(memory_skip) and self._lstm is not None
         # Heads.
-        self._policy_head = PolicyHead(action_space) if soft_q_policy is None else soft_q_head
+        self._policy_head = (PolicyHead(action_space, policy_hidden_sizes)
+                             if soft_q_policy is None else soft_q_head)
         self._baseline_head = (BaselineHead(value_normalization, popart_step_size, num_tasks)
                                if baseline else None)
         self._q_head = (QHead(num_q_values, value_normalization, popart_step_size, num_tasks)
@@ -460,7 +477,7 @@ class ActorCriticCore(snt.RNNCore):
         """Width of `AgentOutput.features` (the heads' input); needs built variables."""
         if isinstance(self._policy_head, SoftQPolicyHead):
             return self._policy_head.critics.input_size
-        return int(self._policy_head.w.shape[0])
+        return self._policy_head.features_size
 
     @property
     def recurrent(self) -> bool:

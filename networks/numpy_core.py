@@ -373,17 +373,22 @@ class _PolicyMirror:
         self._part = part
         self._action_space = part.action_space
         self._leaves = _leaf_mirrors(part.action_space)
+        self._hidden = None if part.hidden is None else _MLPMirror(part.hidden)
 
     def reads(self) -> list:
-        return [self._part.w, self._part.b]
+        return [self._part.w, self._part.b, self._hidden.reads() if self._hidden else []]
 
     def refresh(self, values: list) -> None:
-        self._w, self._b = values
+        self._w, self._b, hidden = values
+        if self._hidden is not None:
+            self._hidden.refresh(hidden)
 
     def __call__(self, x: np.ndarray, rng: np.random.Generator, deterministic: bool,
                  mask: Optional[np.ndarray] = None) -> Tuple[tuple, tuple, np.ndarray]:
         """features `[B, H]` -> (action per leaf, params per leaf, log_prob `[B]`);
         `mask` `[B, n]`: the core's action mask (`ActionSpace.mask_params`)."""
+        if self._hidden is not None:
+            x = self._hidden(x)
         flat_params = x @ self._w + self._b
         leaf_params, offset = [], 0
         for leaf in self._leaves:

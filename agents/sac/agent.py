@@ -67,6 +67,7 @@ class SAC(contract.Agent):
         # previous action and reward, as meta-RL cores do.
         return ActorCriticCore(observation_space, action_space,
                                hidden_sizes=config.hidden_sizes,
+                               policy_hidden_sizes=config.policy_hidden_sizes,
                                lstm_size=network_config.lstm_units(config),
                                **config.network.core_options(),
                                condition_on_previous=network_config.recurrent(config), baseline=False,

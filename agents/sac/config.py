@@ -107,6 +107,10 @@ class SACConfig:
     unroll_length: int = field(16, 'transitions learned per stored sequence (feed-forward: 1); '
                                'the memory learns to keep what it saw up to this many steps '
                                'less one (burn-in passes no gradient)')
+    policy_hidden_sizes: Tuple[int, ...] = field(
+        (), "recurrent: the actor's own MLP between the features the critics also read and "
+        "train (the torso's and the LSTM's) and its policy head; only the actor's loss "
+        "trains it")
     memory_learns_from_critics: bool = field(
         True, "recurrent: the critics' TD loss also trains the actor's LSTM and torso")
     memory_optimizer: bool = field(
@@ -158,6 +162,7 @@ class SACConfig:
         configs.require_choice('discrete_policy', self.discrete_policy, DISCRETE_POLICIES)
         configs.require_sizes('hidden_sizes', self.hidden_sizes)
         configs.require_sizes('critic_hidden_sizes', self.critic_hidden_sizes)
+        configs.require_sizes('policy_hidden_sizes', self.policy_hidden_sizes)
         checks = [
             (self.burn_in >= 0 and self.lstm_size >= 0,
              f'burn_in and lstm_size must be >= 0, got {self.burn_in}, {self.lstm_size}'),

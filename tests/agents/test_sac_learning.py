@@ -288,7 +288,8 @@ def _recurrent_learner(**overrides):
     `UNROLL`."""
     action_space = ActionSpace(SPACES['continuous'], squash=True)
     core = ActorCriticCore(OBS_SPACE, action_space, hidden_sizes=(16,), lstm_size=8,
-                           condition_on_previous=True, baseline=False)
+                           condition_on_previous=True, baseline=False,
+                           policy_hidden_sizes=overrides.get('policy_hidden_sizes', ()))
     core.create_variables()
     config = SACConfig(hidden_sizes=(16,), critic_hidden_sizes=(16, 16), lstm_size=8,
                        burn_in=BURN_IN, unroll_length=UNROLL, batch_size=UNROLL * B,
@@ -410,6 +411,27 @@ def test_critic_memory_learns_from_the_td_loss_and_keeps_it_off_the_actors_lstm(
     _, same_lstm, _, _ = after_one_step(memory_learns_from_critics=False)
     for a, b in zip(actor_lstm, same_lstm):
         np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_the_policys_hidden_layers_learn_from_the_actors_loss_alone():
+    """`policy_hidden_sizes`: the actor's own layers after the features move at the first
+    step, and the same whether or not the critics' TD loss trains the features: it does
+    not reach them."""
+    def after_one_step(**overrides):
+        tf.random.set_seed(3)
+        learner, space, start = _randomized(*_recurrent_learner(policy_hidden_sizes=(8,),
+                                                                **overrides))
+        hidden = [v for v in learner.core.trainable_variables if '/hidden/' in v.name]
+        before = [v.numpy() for v in hidden]
+        _lstm_after_one_step(learner, space, start)
+        return before, [v.numpy() for v in hidden]
+
+    before, with_critics = after_one_step()
+    _, without_critics = after_one_step(memory_learns_from_critics=False)
+    assert len(before) == 2  # one layer's w and b
+    for b, a, c in zip(before, with_critics, without_critics):
+        assert not np.allclose(a, b)
+        np.testing.assert_allclose(a, c, rtol=1e-6, atol=1e-7)
 
 
 @pytest.mark.parametrize('own_adam', [False, True])

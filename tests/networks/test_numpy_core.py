@@ -137,6 +137,16 @@ def test_numpy_step_matches_sonnet_core_with_memory_skip():
     assert_numpy_matches_sonnet(core, space)
 
 
+@pytest.mark.parametrize('action_space', [gym.spaces.Discrete(3),
+                                          gym.spaces.Box(-1, 1, (2,), np.float32)])
+def test_numpy_step_matches_sonnet_core_with_policy_hidden_layers(action_space):
+    core, space = build(action_space, 6, memory_skip=True, policy_hidden_sizes=(5, 4))
+    assert NumpyCore.supports(core)
+    assert [l.w.shape.as_list() for l in core.parts.policy_head.hidden.layers] == [
+        [core.features_size, 5], [5, 4]]
+    assert_numpy_matches_sonnet(core, space)
+
+
 @pytest.mark.parametrize('mode', REWARD_CLIPPINGS)
 @pytest.mark.parametrize('scaling', [1.0, 0.3, 5.0])
 def test_numpy_reward_transform_is_the_cores(mode, scaling):
