@@ -108,9 +108,9 @@ class SACConfig:
                                'the memory learns to keep what it saw up to this many steps '
                                'less one (burn-in passes no gradient)')
     policy_hidden_sizes: Tuple[int, ...] = field(
-        (), "the actor's own MLP between its features (the torso's and the LSTM's, which a "
-        "recurrent SAC's critics also read and train) and its policy head; only the "
-        "actor's loss trains it")
+        (), "recurrent: the actor's own MLP between the features the critics also read and "
+        "train (the torso's and the LSTM's) and its policy head; only the actor's loss "
+        "trains it")
     memory_learns_from_critics: bool = field(
         True, "recurrent: the critics' TD loss also trains the actor's LSTM and torso")
     memory_optimizer: bool = field(
@@ -196,9 +196,6 @@ class SACConfig:
                                                      or self.signals.uses_bc),
              "discrete_policy='critic' has no actor to clone into and learns scalar rewards "
              "only: reward signals and behavioural cloning need discrete_policy='actor'"),
-            (self.discrete_policy == 'actor' or not self.policy_hidden_sizes,
-             "discrete_policy='critic' has no actor to give layers of its own: "
-             "--policy_hidden_sizes needs discrete_policy='actor'"),
             (self.discrete_policy == 'actor' or not self.prior.prior_actor,
              "discrete_policy='critic' has no actor to keep close to a prior: --prior_actor "
              "needs discrete_policy='actor'"),
