@@ -108,9 +108,9 @@ class SACConfig:
                                'the memory learns to keep what it saw up to this many steps '
                                'less one (burn-in passes no gradient)')
     policy_hidden_sizes: Tuple[int, ...] = field(
-        (), "recurrent: the actor's own MLP between the features the critics also read and "
-        "train (the torso's and the LSTM's) and its policy head; only the actor's loss "
-        "trains it")
+        (), "the actor's own MLP between its features (the torso's and the LSTM's, which a "
+        "recurrent SAC's critics also read and train) and its policy head; only the "
+        "actor's loss trains it")
     memory_learns_from_critics: bool = field(
         True, "recurrent: the critics' TD loss also trains the actor's LSTM and torso")
     memory_optimizer: bool = field(
@@ -185,6 +185,22 @@ class SACConfig:
              f'dqda_clipping must be positive (unset: off), got {self.dqda_clipping}'),
             (self.reward_weights is None or len(self.reward_weights) >= 1,
              'reward_weights must hold at least one number'),
+            (self.replay.replay_size >= self.min_replay_size,
+             f'replay_size ({self.replay.replay_size}) must hold learning_starts '
+             f'({self.learning_starts} transitions)'),
+        ]
+        for ok, message in checks + self._critic_policy_checks() + self._memory_option_checks():
+            require(ok, message)
+        if self.online_fraction > 0:
+            num_fresh = split_batch(self.sequences_per_batch, 1.0 - self.online_fraction)[0]
+            require(num_fresh <= self.replay.queue_size,
+                    f'queue_size ({self.replay.queue_size}) must hold the fresh part of a '
+                    f'batch ({num_fresh} sequences)')
+
+    def _critic_policy_checks(self) -> List[Tuple[bool, str]]:
+        """(ok, message) pairs: ALF's critic policy (softmax(Q / alpha), no actor) is
+        feed-forward, learns scalar rewards, and has no actor for an option to reach."""
+        return [
             (self.discrete_policy == 'actor' or not network_config.recurrent(self),
              f"discrete_policy='critic' acts from the critics of the observation alone: it "
              f"needs a feed-forward agent (--lstm_size=0 --burn_in=0 --unroll_length=1), got "
@@ -199,17 +215,10 @@ class SACConfig:
             (self.discrete_policy == 'actor' or not self.prior.prior_actor,
              "discrete_policy='critic' has no actor to keep close to a prior: --prior_actor "
              "needs discrete_policy='actor'"),
-            (self.replay.replay_size >= self.min_replay_size,
-             f'replay_size ({self.replay.replay_size}) must hold learning_starts '
-             f'({self.learning_starts} transitions)'),
+            (self.discrete_policy == 'actor' or not self.policy_hidden_sizes,
+             "discrete_policy='critic' has no actor to give layers of its own: "
+             "--policy_hidden_sizes needs discrete_policy='actor'"),
         ]
-        for ok, message in checks + self._memory_option_checks():
-            require(ok, message)
-        if self.online_fraction > 0:
-            num_fresh = split_batch(self.sequences_per_batch, 1.0 - self.online_fraction)[0]
-            require(num_fresh <= self.replay.queue_size,
-                    f'queue_size ({self.replay.queue_size}) must hold the fresh part of a '
-                    f'batch ({num_fresh} sequences)')
 
     def _memory_option_checks(self) -> List[Tuple[bool, str]]:
         """(ok, message) pairs: each option for how the critics' loss reaches the actor's

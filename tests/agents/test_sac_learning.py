@@ -844,6 +844,8 @@ def test_critic_policy_is_refused_where_alf_has_no_such_policy():
         SACConfig(discrete_policy='critic', lstm_size=8)
     with pytest.raises(ValueError, match='reward_weights'):
         SACConfig(discrete_policy='critic', reward_weights=(1.0, 1.0), **SAC_FEED_FORWARD)
+    with pytest.raises(ValueError, match='policy_hidden_sizes'):
+        SACConfig(discrete_policy='critic', policy_hidden_sizes=(8,), **SAC_FEED_FORWARD)
     config = SACConfig(discrete_policy='critic', **SAC_FEED_FORWARD)
     for name in ('continuous', 'mixed'):
         with pytest.raises(UnsupportedSpaceError, match='discrete_policy'):
