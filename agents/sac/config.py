@@ -111,6 +111,10 @@ class SACConfig:
         (), "the actor's own MLP between its features (the torso's and the LSTM's, which a "
         "recurrent SAC's critics also read and train) and its policy head; only the "
         "actor's loss trains it")
+    entropy_penalty: float = field(
+        0.0, "Stable Discrete SAC's entropy penalty (Zhou et al. 2022): the actor's loss adds "
+        "this times (H_mu - H)^2 per discrete branch, H_mu the entropy of the policy that "
+        "acted (from its stored logits); 0: off")
     memory_learns_from_critics: bool = field(
         True, "recurrent: the critics' TD loss also trains the actor's LSTM and torso")
     memory_optimizer: bool = field(
@@ -179,6 +183,7 @@ class SACConfig:
              f'online_fraction must be in [0, 1) (SAC learns from replay), '
              f'got {self.online_fraction}'),
             (self.reward_scaling >= 0, f'reward_scaling must be >= 0, got {self.reward_scaling}'),
+            (self.entropy_penalty >= 0, f'entropy_penalty must be >= 0, got {self.entropy_penalty}'),
             (self.init_entcoef is None or self.init_entcoef > 0,
              f'init_entcoef must be positive, got {self.init_entcoef}'),
             (self.dqda_clipping is None or self.dqda_clipping > 0,
@@ -218,6 +223,9 @@ class SACConfig:
             (self.discrete_policy == 'actor' or not self.policy_hidden_sizes,
              "discrete_policy='critic' has no actor to give layers of its own: "
              "--policy_hidden_sizes needs discrete_policy='actor'"),
+            (self.discrete_policy == 'actor' or not self.entropy_penalty,
+             "discrete_policy='critic' has no actor whose entropy to hold: "
+             "--entropy_penalty needs discrete_policy='actor'"),
         ]
 
     def _memory_option_checks(self) -> List[Tuple[bool, str]]:

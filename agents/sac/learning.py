@@ -495,11 +495,12 @@ class SACLearner(LearnerBase):
             core_state = tf.nest.map_structure(tf.stop_gradient, core_state)
         return tf.nest.map_structure(lambda x: x[K:], all_steps), core_state
 
-    def _actor_and_alpha_losses(self, params, critic_observation, memory, entropy_observation,
-                                alpha_list: List[tf.Tensor], mask: tf.Tensor,
-                                valid_rows: tf.Tensor):
+    def _actor_and_alpha_losses(self, params, behaviour_params, critic_observation, memory,
+                                entropy_observation, alpha_list: List[tf.Tensor],
+                                mask: tf.Tensor, valid_rows: tf.Tensor):
         """The actor's loss rows `[T * B]` and mean, the temperatures' loss and the
-        entropies per temperature group (call inside the actor's tape)."""
+        entropies per temperature group (call inside the actor's tape); `params` and
+        `behaviour_params` (the acting policy's, stored) per leaf `[T * B, p]`."""
         config = self.config
         action, log_prob, branch_log_probs = self._policy(params)
         critic_action = action
@@ -518,9 +519,18 @@ class SACLearner(LearnerBase):
             # Mixed actions: Q already entered through the discrete expectation.
             q_c = 0.0 if self._discrete else q_policy[:, 0]
             actor_rows += losses.continuous_actor_loss(q_c, log_prob, alpha_c)
-        # Placeholder rows hold a final observation the policy never acts at.
-        actor_loss = losses.masked_mean(actor_rows, mask)
         entropies = self._entropies(log_prob, branch_log_probs)
+        if config.entropy_penalty:  # over the discrete branches, as the actor loss's mean
+            behaviour = [tf.nn.log_softmax(behaviour_params[i]) for i in self._discrete]
+            behaviour_entropies = [-tf.reduce_sum(tf.exp(lp) * lp, -1) for lp in behaviour]
+            branch_entropies = entropies[len(entropies) - len(self._discrete):]
+            penalty = tf.add_n([losses.entropy_penalty(h, h_mu) for h, h_mu in
+                                zip(branch_entropies, behaviour_entropies)]) / len(self._discrete)
+            # Not in `actor_rows`, whose negative is the soft value the metrics report.
+            actor_loss = losses.masked_mean(actor_rows + config.entropy_penalty * penalty, mask)
+        else:
+            # Placeholder rows hold a final observation the policy never acts at.
+            actor_loss = losses.masked_mean(actor_rows, mask)
         alpha_loss = tf.add_n([
             losses.temperature_loss(self.log_alpha[g], h, target, mask)
             for g, (h, target) in enumerate(
@@ -625,7 +635,8 @@ class SACLearner(LearnerBase):
                 # The actor loss sees the memory as a constant input of Q.
                 memory = None if memory_live is None else tf.stop_gradient(memory_live)
                 actor_rows, actor_loss, alpha_loss, entropies = self._actor_and_alpha_losses(
-                    tuple(merge_time(p) for p in params_t), critic_observation, memory,
+                    tuple(merge_time(p) for p in params_t), learned.behaviour_params,
+                    critic_observation, memory,
                     learned.observation, alpha_list, mask, valid_rows)
                 # One backward pass for both: the actor loss sees alpha as a constant and
                 # the temperature loss sees the entropy as one.

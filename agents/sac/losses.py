@@ -97,6 +97,14 @@ def discrete_actor_loss(q_values: Sequence[tf.Tensor], log_probs: Sequence[tf.Te
     return -discrete_soft_value(q_values, log_probs, alphas)
 
 
+def entropy_penalty(entropy: tf.Tensor, behaviour_entropy: tf.Tensor) -> tf.Tensor:
+    """Stable Discrete SAC's penalty (H_mu - H)^2 per row, H_mu (the acting policy's
+    entropy) a constant: it slows the entropy's fall once the critics tell the actions
+    apart, where a low temperature alone would let it collapse in tens of updates.
+    `[N]` both; returns `[N]`."""
+    return tf.square(tf.stop_gradient(behaviour_entropy) - entropy)
+
+
 def temperature_loss(log_alpha: tf.Tensor, entropy: tf.Tensor, target_entropy: float,
                      mask: Optional[tf.Tensor] = None) -> tf.Tensor:
     """log_alpha * mean (H - target), H not differentiated: alpha rises while the

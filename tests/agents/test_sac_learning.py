@@ -853,6 +853,49 @@ def test_critic_policy_is_refused_where_alf_has_no_such_policy():
                                            config)
 
 
+def test_entropy_penalty_adds_the_branch_mean_of_the_squared_entropy_gap():
+    """Stable Discrete SAC: the actor's loss gains beta times the valid rows' mean of
+    (H_mu - H)^2, averaged over the branches, H_mu from the stored acting logits; with
+    those logits the policy's own it adds nothing. Checked against numpy."""
+    beta = 0.7
+    learner, space = make_learner(SPACES['multi_discrete'], entropy_penalty=beta)
+    _randomize(learner)
+    steps = make_batch(space, seed=3).sequence.steps
+    params = [p[0] for p in _logits(learner, steps, slice(0, 1))]  # [B, n_b]
+    rng = np.random.default_rng(4)
+    behaviour = [rng.normal(0, 2, p.shape).astype(np.float32) for p in params]
+    mask = np.ones(B, np.float32)
+    mask[1] = 0.0
+    obs = steps.observation[0]
+    alphas = [tf.constant(0.3), tf.constant(0.6)]
+
+    def actor_loss(acting):
+        _, loss, _, _ = learner._actor_and_alpha_losses(
+            tuple(tf.constant(p) for p in params), tuple(tf.constant(p) for p in acting),
+            learner._critic_observation(obs), None, obs, alphas, tf.constant(mask),
+            tf.constant(mask.sum()))
+        return float(loss)
+
+    gap = np.mean([(_np_entropy(_np_log_softmax(b)) - _np_entropy(_np_log_softmax(p))) ** 2
+                   for b, p in zip(behaviour, params)], 0)  # [B]
+    expected = beta * (gap * mask).sum() / mask.sum()
+    assert expected > 0.01
+    np.testing.assert_allclose(actor_loss(behaviour) - actor_loss(params), expected,
+                               rtol=1e-4)
+
+
+def test_entropy_penalty_is_refused_without_an_actor_or_a_discrete_branch():
+    from reverb_agents.agents import registry
+    from reverb_agents.networks.distributions import UnsupportedSpaceError
+    with pytest.raises(ValueError, match='entropy_penalty'):
+        SACConfig(entropy_penalty=-1.0)
+    with pytest.raises(ValueError, match='entropy_penalty'):
+        SACConfig(discrete_policy='critic', entropy_penalty=0.5, **SAC_FEED_FORWARD)
+    with pytest.raises(UnsupportedSpaceError, match='entropy_penalty'):
+        registry.get('sac').build_core(OBS_SPACE, ActionSpace(SPACES['continuous'], squash=True),
+                                       SACConfig(entropy_penalty=0.5))
+
+
 def _soft_values_of_step_one(learner, steps, alpha):
     """`[B, k]`: each reward component's soft value at step 1 of `[2, B]` steps, the
     target critics' replica minimum at a policy action drawn as `critic_targets` draws

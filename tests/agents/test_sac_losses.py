@@ -252,3 +252,17 @@ def test_masked_temperature_loss_is_the_mean_over_valid_rows():
     got = losses.temperature_loss(tf.constant(0.5), entropy, 1.5, mask)
     assert float(got) == pytest.approx(0.5 * ((1.0 + 2.0 + 4.0) / 3 - 1.5))
     assert float(losses.masked_mean(entropy, mask)) == pytest.approx(7.0 / 3)
+
+
+def test_entropy_penalty_is_the_squared_gap_and_moves_the_entropy_alone():
+    entropy = tf.constant([0.2, 1.0, 0.5])
+    behaviour = tf.constant([1.0, 1.0, 0.1])
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch([entropy, behaviour])
+        got = losses.entropy_penalty(entropy, behaviour)
+        total = tf.reduce_sum(got)
+    np.testing.assert_allclose(got.numpy(), [0.64, 0.0, 0.16], rtol=1e-6)
+    # d/dH (H_mu - H)^2 = 2 (H - H_mu): towards the acting policy's entropy.
+    np.testing.assert_allclose(tape.gradient(total, entropy).numpy(), [-1.6, 0.0, 0.8],
+                               rtol=1e-6)
+    assert tape.gradient(total, behaviour) is None
