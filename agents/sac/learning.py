@@ -520,17 +520,16 @@ class SACLearner(LearnerBase):
             q_c = 0.0 if self._discrete else q_policy[:, 0]
             actor_rows += losses.continuous_actor_loss(q_c, log_prob, alpha_c)
         entropies = self._entropies(log_prob, branch_log_probs)
+        # Not in `actor_rows`, whose negative is the soft value the metrics report.
+        loss_rows = actor_rows
         if config.entropy_penalty:  # over the discrete branches, as the actor loss's mean
-            behaviour = [tf.nn.log_softmax(behaviour_params[i]) for i in self._discrete]
-            behaviour_entropies = [-tf.reduce_sum(tf.exp(lp) * lp, -1) for lp in behaviour]
             branch_entropies = entropies[len(entropies) - len(self._discrete):]
-            penalty = tf.add_n([losses.entropy_penalty(h, h_mu) for h, h_mu in
-                                zip(branch_entropies, behaviour_entropies)]) / len(self._discrete)
-            # Not in `actor_rows`, whose negative is the soft value the metrics report.
-            actor_loss = losses.masked_mean(actor_rows + config.entropy_penalty * penalty, mask)
-        else:
-            # Placeholder rows hold a final observation the policy never acts at.
-            actor_loss = losses.masked_mean(actor_rows, mask)
+            penalty = tf.add_n([
+                losses.entropy_penalty(h, self._actions.leaves[i].entropy(behaviour_params[i]))
+                for h, i in zip(branch_entropies, self._discrete)]) / len(self._discrete)
+            loss_rows = actor_rows + config.entropy_penalty * penalty
+        # Placeholder rows hold a final observation the policy never acts at.
+        actor_loss = losses.masked_mean(loss_rows, mask)
         alpha_loss = tf.add_n([
             losses.temperature_loss(self.log_alpha[g], h, target, mask)
             for g, (h, target) in enumerate(
