@@ -143,17 +143,27 @@ def run_a_few_hundred_steps(name, tmp_path):
     warm_up += small_sizes(options, config)
     options, config = resolve_preset(name, tmp_path, *warm_up)
     plan = registry.get(options.agent).data_plan(config)
+    from reverb_agents.launch.environments import suites
+    atari = any(suites.suite_of(env) == suites.ATARI for env in preset_env_ids(name))
+    # Budgets count frames: an action repeat's, and ALE's own frame skip (4 by default).
+    frames = options.step_mul * (int(options.env_kwargs.get('frame_skip', 4)) if atari else 1)
     # Enough for a first batch: rounds of sequences until replay may be sampled, and
-    # more, because the actors run ahead of a learner still compiling its step (by
-    # a round, the queue, or a rate limiter's slack, which then holds them back: each
-    # step more costs learner updates there); counted in frames.
+    # more, because the actors run ahead of a learner still compiling its step.
     rounds = -(-plan.min_replay_size // options.num_envs) + 2
-    # A rate limiter holds the actors to the learner: a quarter more than one batch's
-    # worth is already updates beyond the first (each costs a full SAC update).
-    margin = 1.25 if plan.samples_per_insert else 3
-    steps = int(margin * options.step_mul * max(
-        300, plan.batch_sequences * plan.sequence_length,
-        rounds * options.num_envs * plan.sequence_period))
+    decisions = max(300, plan.batch_sequences * plan.sequence_length,
+                    rounds * options.num_envs * plan.sequence_period)
+    if plan.samples_per_insert:
+        # A rate limiter holds the actors to the learner: a quarter more than one batch's
+        # worth is already updates beyond the first (each costs a full SAC update).
+        decisions = int(1.25 * decisions)
+    else:
+        # Only the full queue holds them back: past what it holds, a round being written
+        # and what the learner's stream takes before its first step ends (in flight and
+        # prefetched: under five batches), the budget is out of the actors' reach until
+        # the learner has stepped, however long its first step compiles.
+        held = plan.queue_size + options.num_envs + 5 * plan.batch_sequences
+        decisions = max(3 * decisions, (held + 1) * plan.sequence_period)
+    steps = frames * decisions
     if options.is_sequence:
         # The same steps over the visits, every task evaluated at the start and the end
         # (an evaluation of MinAtar Freeway is 2,500 policy calls, whatever the policy).
@@ -162,8 +172,7 @@ def run_a_few_hundred_steps(name, tmp_path):
                      f'--eval_every_steps={per_task * len(options.tasks)}']
     else:
         overrides = [f'--num_steps={steps}']
-    from reverb_agents.launch.environments import suites
-    if any(suites.suite_of(env) == suites.ATARI for env in preset_env_ids(name)):
+    if atari:
         # An untrained greedy Breakout policy that never fires plays ALE's whole
         # 108,000-frame episode (80 s here): the evaluation's wiring, in 2,000 frames.
         overrides.append('--env_kwargs=max_episode_steps=2000')
