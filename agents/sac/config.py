@@ -115,6 +115,13 @@ class SACConfig:
         0.0, "Stable Discrete SAC's entropy penalty (Zhou et al. 2022): the actor's loss adds "
         "this times (H_mu - H)^2 per discrete branch, H_mu the entropy of the policy that "
         "acted (from its stored logits); 0: off")
+    entropy_anchor: str = field(
+        'behaviour', "what --entropy_penalty holds a branch's entropy to: 'behaviour' (the "
+        "acting policy's, per row: Stable Discrete SAC's) or 'slow' (a moving average of the "
+        "batch's mean entropy, moved by entropy_anchor_tau each update; the penalty is on the "
+        "batch's mean, which may then fall only as fast as the average follows)")
+    entropy_anchor_tau: float = field(
+        0.001, "entropy_anchor='slow': the average's step toward each batch's mean entropy")
     memory_learns_from_critics: bool = field(
         True, "recurrent: the critics' TD loss also trains the actor's LSTM and torso")
     memory_optimizer: bool = field(
@@ -184,6 +191,10 @@ class SACConfig:
              f'got {self.online_fraction}'),
             (self.reward_scaling >= 0, f'reward_scaling must be >= 0, got {self.reward_scaling}'),
             (self.entropy_penalty >= 0, f'entropy_penalty must be >= 0, got {self.entropy_penalty}'),
+            (self.entropy_anchor in ('behaviour', 'slow'),
+             f"entropy_anchor must be 'behaviour' or 'slow', got {self.entropy_anchor!r}"),
+            (0.0 < self.entropy_anchor_tau <= 1.0,
+             f'entropy_anchor_tau must be in (0, 1], got {self.entropy_anchor_tau}'),
             (self.init_entcoef is None or self.init_entcoef > 0,
              f'init_entcoef must be positive, got {self.init_entcoef}'),
             (self.dqda_clipping is None or self.dqda_clipping > 0,

@@ -75,6 +75,7 @@ steps (docs/benchmarks.md). Feed-forward SAC (the default) stores length-`n + 1`
 sequences, one starting at every step.
 """
 
+import math
 from typing import Any, Dict, List, Optional, Tuple
 
 import tensorflow as tf
@@ -111,7 +112,9 @@ def metric_names(config: SACConfig, action_space: ActionSpace) -> Tuple[str, ...
              'policy/learning_rate', 'policy/actor_learning_rate',
              'policy/alpha_learning_rate')
             + tuple(f'losses/critic_{r}' for r in range(config.num_critic_replicas))
-            + tuple(f'policy/{kind}_{g}' for g in groups for kind in ('alpha', 'entropy')))
+            + tuple(f'policy/{kind}_{g}' for g in groups for kind in ('alpha', 'entropy'))
+            + (tuple(f'policy/entropy_anchor_{g}' for g in groups if g != 'continuous')
+               if config.entropy_penalty and config.entropy_anchor == 'slow' else ()))
 
 
 class SACLearner(LearnerBase):
@@ -157,6 +160,12 @@ class SACLearner(LearnerBase):
         else:
             self.log_alpha = tf.Variable(tf.fill([len(targets)], config.initial_alpha_log),
                                          name='log_alpha')
+        self._slow_anchor = bool(config.entropy_penalty) and config.entropy_anchor == 'slow'
+        if self._slow_anchor:
+            # Per discrete branch, from its uniform policy's entropy, the actor's at the start.
+            self.entropy_anchor = tf.Variable(
+                [math.log(self._branch_sizes[k]) for k in range(len(self._discrete))],
+                trainable=False, name='entropy_anchor')
         if config.normalize_entropy_reward:
             # ALF's ScalarAdaptiveNormalizer(unit_std=True) of log pi, one per group:
             # the running mean of each group's entropy and the updates it has seen.
@@ -521,20 +530,34 @@ class SACLearner(LearnerBase):
             actor_rows += losses.continuous_actor_loss(q_c, log_prob, alpha_c)
         entropies = self._entropies(log_prob, branch_log_probs)
         # Not in `actor_rows`, whose negative is the soft value the metrics report.
-        loss_rows = actor_rows
-        if config.entropy_penalty:  # over the discrete branches, as the actor loss's mean
-            branch_entropies = entropies[len(entropies) - len(self._discrete):]
-            penalty = tf.add_n([
+        loss_rows, mean_penalty = actor_rows, 0.0
+        if config.entropy_penalty and not self._slow_anchor:  # per row
+            row_penalty = tf.add_n([
                 losses.entropy_penalty(h, self._actions.leaves[i].entropy(behaviour_params[i]))
-                for h, i in zip(branch_entropies, self._discrete)]) / len(self._discrete)
-            loss_rows = actor_rows + config.entropy_penalty * penalty
+                for h, i in zip(self._branch_entropies(entropies), self._discrete)])
+            loss_rows = actor_rows + config.entropy_penalty / len(self._discrete) * row_penalty
+        elif self._slow_anchor:  # on the batch's mean entropy of each branch
+            mean_penalty = config.entropy_penalty * tf.reduce_mean(losses.entropy_penalty(
+                tf.stack([losses.masked_mean(h, mask)
+                          for h in self._branch_entropies(entropies)]), self.entropy_anchor))
         # Placeholder rows hold a final observation the policy never acts at.
-        actor_loss = losses.masked_mean(loss_rows, mask)
+        actor_loss = losses.masked_mean(loss_rows, mask) + mean_penalty
         alpha_loss = tf.add_n([
             losses.temperature_loss(self.log_alpha[g], h, target, mask)
             for g, (h, target) in enumerate(
                 zip(entropies, self._target_entropies(entropy_observation)))])
         return actor_rows, actor_loss, alpha_loss, entropies
+
+    def _branch_entropies(self, entropies: List[tf.Tensor]) -> List[tf.Tensor]:
+        """The discrete branches' entries of the temperature groups' `entropies`
+        (`[T * B]` each), which come last."""
+        return entropies[len(entropies) - len(self._discrete):]
+
+    def _move_entropy_anchor(self, entropies: List[tf.Tensor], mask: tf.Tensor) -> None:
+        """entropy_anchor='slow': each branch's average steps toward the batch's mean."""
+        means = tf.stack([losses.masked_mean(h, mask) for h in self._branch_entropies(entropies)])
+        losses.soft_update([self.entropy_anchor], [tf.stop_gradient(means)],
+                           self.config.entropy_anchor_tau)
 
     def _apply_updates(self, actor_tape, critic_tape, actor_and_alpha_loss, alpha_loss,
                        critic_loss, batch: Batch) -> tf.Tensor:
@@ -660,6 +683,8 @@ class SACLearner(LearnerBase):
 
         grad_norm = self._apply_updates(actor_tape, critic_tape, actor_and_alpha_loss,
                                         alpha_loss, critic_loss, batch)
+        if self._slow_anchor:
+            self._move_entropy_anchor(entropies, mask)
         if self._critic_policy:  # the actor loss is no loss here: its value is the estimate
             actor_loss = tf.zeros([])
         metrics = self._step_metrics(actor_loss, alpha_loss, grad_norm, critic_losses,
@@ -694,4 +719,7 @@ class SACLearner(LearnerBase):
         for g, name in enumerate(temperature_groups(self._actions)):
             metrics[f'policy/alpha_{name}'] = alpha_list[g]
             metrics[f'policy/entropy_{name}'] = losses.masked_mean(entropies[g], mask)
+        if self._slow_anchor:
+            for k in range(len(self._discrete)):
+                metrics[f'policy/entropy_anchor_branch_{k}'] = self.entropy_anchor[k]
         return metrics

@@ -97,12 +97,13 @@ def discrete_actor_loss(q_values: Sequence[tf.Tensor], log_probs: Sequence[tf.Te
     return -discrete_soft_value(q_values, log_probs, alphas)
 
 
-def entropy_penalty(entropy: tf.Tensor, behaviour_entropy: tf.Tensor) -> tf.Tensor:
-    """Stable Discrete SAC's penalty (H_mu - H)^2 per row, H_mu (the acting policy's
-    entropy) a constant: it slows the entropy's fall once the critics tell the actions
-    apart, where a low temperature alone would let it collapse in tens of updates.
-    `[N]` both; returns `[N]`."""
-    return tf.square(tf.stop_gradient(behaviour_entropy) - entropy)
+def entropy_penalty(entropy: tf.Tensor, anchor: tf.Tensor) -> tf.Tensor:
+    """Stable Discrete SAC's penalty (H_mu - H)^2, the anchor H_mu (the acting policy's
+    entropy per row, or a slow average of the entropy) a constant: it slows the
+    entropy's fall once the critics tell the actions apart, where a low temperature
+    alone would let it collapse in tens of updates. `[N]` or `[]` both (broadcast);
+    returns their shape."""
+    return tf.square(tf.stop_gradient(anchor) - entropy)
 
 
 def temperature_loss(log_alpha: tf.Tensor, entropy: tf.Tensor, target_entropy: float,

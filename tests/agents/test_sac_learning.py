@@ -884,11 +884,60 @@ def test_entropy_penalty_adds_the_branch_mean_of_the_squared_entropy_gap():
                                rtol=1e-4)
 
 
+def test_slow_entropy_anchor_penalises_the_batch_mean_entropy_and_follows_it():
+    """entropy_anchor='slow': the actor's loss gains beta times the branch mean of
+    (anchor - the valid rows' mean entropy)^2, the anchor starting at each branch's
+    uniform entropy; after a step it has moved tau of the way to that batch's mean
+    entropy. Checked against numpy."""
+    beta, tau = 0.7, 0.25
+    learner, space = make_learner(SPACES['multi_discrete'], entropy_penalty=beta,
+                                  entropy_anchor='slow', entropy_anchor_tau=tau)
+    _randomize(learner)
+    sizes = [leaf.size for leaf in space.leaves]
+    np.testing.assert_allclose(learner.entropy_anchor.numpy(), np.log(sizes), rtol=1e-6)
+    steps = make_batch(space, seed=3).sequence.steps
+    params = [p[0] for p in _logits(learner, steps, slice(0, 1))]  # [B, n_b]
+    mask = np.ones(B, np.float32)
+    mask[1] = 0.0
+    obs = steps.observation[0]
+    alphas = [tf.constant(0.3), tf.constant(0.6)]
+
+    def actor_loss():
+        _, loss, _, _ = learner._actor_and_alpha_losses(
+            tuple(tf.constant(p) for p in params), tuple(tf.constant(p) for p in params),
+            learner._critic_observation(obs), None, obs, alphas, tf.constant(mask),
+            tf.constant(mask.sum()))
+        return float(loss)
+
+    means = np.array([(_np_entropy(_np_log_softmax(p)) * mask).sum() / mask.sum()
+                      for p in params])
+    anchor = np.array([1.0, 0.2], np.float32)  # one branch's anchor above its entropy, one below
+    learner.entropy_anchor.assign(anchor)
+    with_penalty = actor_loss()
+    learner.entropy_anchor.assign(means)  # no gap: no penalty
+    expected = beta * np.mean((anchor - means) ** 2)
+    assert expected > 0.01
+    np.testing.assert_allclose(with_penalty - actor_loss(), expected, rtol=1e-4)
+
+    learner.entropy_anchor.assign(anchor)
+    metrics = learner.step(make_batch(space, seed=5))
+    stepped = np.array([metrics[f'policy/entropy_branch_{k}'] for k in range(len(sizes))])
+    np.testing.assert_allclose(
+        [metrics[f'policy/entropy_anchor_branch_{k}'] for k in range(len(sizes))],
+        (1 - tau) * anchor + tau * stepped, rtol=1e-5)
+    np.testing.assert_allclose(learner.entropy_anchor.numpy(), (1 - tau) * anchor + tau * stepped,
+                               rtol=1e-5)
+
+
 def test_entropy_penalty_is_refused_without_an_actor_or_a_discrete_branch():
     from reverb_agents.agents import registry
     from reverb_agents.networks.distributions import UnsupportedSpaceError
     with pytest.raises(ValueError, match='entropy_penalty'):
         SACConfig(entropy_penalty=-1.0)
+    with pytest.raises(ValueError, match='entropy_anchor'):
+        SACConfig(entropy_penalty=0.5, entropy_anchor='target')
+    with pytest.raises(ValueError, match='entropy_anchor_tau'):
+        SACConfig(entropy_penalty=0.5, entropy_anchor='slow', entropy_anchor_tau=0.0)
     with pytest.raises(ValueError, match='entropy_penalty'):
         SACConfig(discrete_policy='critic', entropy_penalty=0.5, **SAC_FEED_FORWARD)
     with pytest.raises(UnsupportedSpaceError, match='entropy_penalty'):
