@@ -121,7 +121,7 @@ class SACConfig:
         "batch's mean entropy, moved by entropy_anchor_tau each update; the penalty is on the "
         "batch's mean, which may then fall only as fast as the average follows)")
     entropy_anchor_tau: float = field(
-        0.001, "entropy_anchor='slow': the average's step toward each batch's mean entropy")
+        0.01, "entropy_anchor='slow': the average's step toward each batch's mean entropy")
     memory_learns_from_critics: bool = field(
         True, "recurrent: the critics' TD loss also trains the actor's LSTM and torso")
     memory_optimizer: bool = field(
