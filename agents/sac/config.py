@@ -294,6 +294,11 @@ class SACConfig:
     def initial_alpha_log(self) -> float:
         return math.log(self.init_entcoef) if self.init_entcoef else self.initial_log_alpha
 
+    @property
+    def slow_entropy_anchor(self) -> bool:
+        """The entropy penalty is on, held to a slow average (`entropy_anchor='slow'`)."""
+        return bool(self.entropy_penalty) and self.entropy_anchor == 'slow'
+
 
 def resolve_target_entropy(config: SACConfig, kind: str, size: int) -> float:
     """The entropy target of one temperature group.

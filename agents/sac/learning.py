@@ -114,7 +114,7 @@ def metric_names(config: SACConfig, action_space: ActionSpace) -> Tuple[str, ...
             + tuple(f'losses/critic_{r}' for r in range(config.num_critic_replicas))
             + tuple(f'policy/{kind}_{g}' for g in groups for kind in ('alpha', 'entropy'))
             + (tuple(f'policy/entropy_anchor_{g}' for g in groups if g != 'continuous')
-               if config.entropy_penalty and config.entropy_anchor == 'slow' else ()))
+               if config.slow_entropy_anchor else ()))
 
 
 class SACLearner(LearnerBase):
@@ -160,7 +160,7 @@ class SACLearner(LearnerBase):
         else:
             self.log_alpha = tf.Variable(tf.fill([len(targets)], config.initial_alpha_log),
                                          name='log_alpha')
-        self._slow_anchor = bool(config.entropy_penalty) and config.entropy_anchor == 'slow'
+        self._slow_anchor = config.slow_entropy_anchor
         if self._slow_anchor:
             # Per discrete branch, from its uniform policy's entropy, the actor's at the start.
             self.entropy_anchor = tf.Variable(
