@@ -47,6 +47,7 @@ from reverb_agents.replay.batches import split_batch
 
 # `discrete_policy`: a learned categorical actor, or the critics' softmax(Q / alpha).
 DISCRETE_POLICIES = ('actor', 'critic')
+TEMPERATURE_UNITS = ('value', 'action_gap')
 
 
 def _replay_defaults() -> configs.ReplayConfig:
@@ -153,6 +154,16 @@ class SACConfig:
     discrete_target_entropy_scale: float = field(
         0.2, 'discrete default: scale * log(n) per branch (ML-Agents)')
     max_log_alpha: Optional[float] = field(None, 'clip log alpha from above; unset: no clip')
+    min_log_alpha: Optional[float] = field(
+        None, "clip log alpha from below; unset: no clip (with temperature_unit='action_gap' "
+        "a floor in units of the critics' action gaps, whatever the rewards' scale)")
+    temperature_unit: str = field(
+        'value', "what a discrete branch's alpha is measured in: 'value' (the critics' units, "
+        "SAC's) or 'action_gap' (alpha times a running scale of the critics' spread over the "
+        "branch's actions, which rises at once and falls by action_gap_tau per update: a jump "
+        "in the action values then moves the temperature with it)")
+    action_gap_tau: float = field(
+        0.01, "temperature_unit='action_gap': the scale's step toward a batch's smaller spread")
     # Optimisers. `optimizer` is the critics'; actor and temperatures
     # share its schedule, betas and epsilon with their own step sizes.
     optimizer: configs.OptimizerConfig = sub_config(_optimizer_defaults)
@@ -171,6 +182,7 @@ class SACConfig:
         configs.require_choice('prev_reward_input', self.prev_reward_input,
                                network_config.PREV_REWARD_INPUTS)
         configs.require_choice('discrete_policy', self.discrete_policy, DISCRETE_POLICIES)
+        configs.require_choice('temperature_unit', self.temperature_unit, TEMPERATURE_UNITS)
         configs.require_sizes('hidden_sizes', self.hidden_sizes)
         configs.require_sizes('critic_hidden_sizes', self.critic_hidden_sizes)
         configs.require_sizes('policy_hidden_sizes', self.policy_hidden_sizes)
@@ -195,6 +207,12 @@ class SACConfig:
              f"entropy_anchor must be 'behaviour' or 'slow', got {self.entropy_anchor!r}"),
             (0.0 < self.entropy_anchor_tau <= 1.0,
              f'entropy_anchor_tau must be in (0, 1], got {self.entropy_anchor_tau}'),
+            (0.0 < self.action_gap_tau <= 1.0,
+             f'action_gap_tau must be in (0, 1], got {self.action_gap_tau}'),
+            (self.min_log_alpha is None or self.max_log_alpha is None
+             or self.min_log_alpha <= self.max_log_alpha,
+             f'min_log_alpha ({self.min_log_alpha}) must not exceed max_log_alpha '
+             f'({self.max_log_alpha})'),
             (self.init_entcoef is None or self.init_entcoef > 0,
              f'init_entcoef must be positive, got {self.init_entcoef}'),
             (self.dqda_clipping is None or self.dqda_clipping > 0,
@@ -237,6 +255,10 @@ class SACConfig:
             (self.discrete_policy == 'actor' or not self.entropy_penalty,
              "discrete_policy='critic' has no actor whose entropy to hold: "
              "--entropy_penalty needs discrete_policy='actor'"),
+            (self.discrete_policy == 'actor' or not self.gap_temperature,
+             "discrete_policy='critic' acts with softmax(Q / alpha) in the exported core, "
+             "which holds no action-gap scale: --temperature_unit=action_gap needs "
+             "discrete_policy='actor'"),
         ]
 
     def _memory_option_checks(self) -> List[Tuple[bool, str]]:
@@ -298,6 +320,11 @@ class SACConfig:
     def slow_entropy_anchor(self) -> bool:
         """The entropy penalty is on, held to a slow average (`entropy_anchor='slow'`)."""
         return bool(self.entropy_penalty) and self.entropy_anchor == 'slow'
+
+    @property
+    def gap_temperature(self) -> bool:
+        """Discrete branches' temperatures are in units of the critics' action gaps."""
+        return self.temperature_unit == 'action_gap'
 
 
 def resolve_target_entropy(config: SACConfig, kind: str, size: int) -> float:

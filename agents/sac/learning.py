@@ -95,6 +95,11 @@ from reverb_agents.networks.observations import (
 from reverb_agents.replay import trajectory
 from reverb_agents.replay.dataset import Batch
 
+# temperature_unit='action_gap': the least scale alpha is multiplied by, so a branch
+# whose action values are all equal still has a temperature (float32's resolution of
+# values near 1).
+MIN_ACTION_GAP_SCALE = 1e-6
+
 
 def temperature_groups(action_space: ActionSpace) -> List[str]:
     """Names of the temperature groups: 'continuous' (all continuous leaves),
@@ -114,7 +119,9 @@ def metric_names(config: SACConfig, action_space: ActionSpace) -> Tuple[str, ...
             + tuple(f'losses/critic_{r}' for r in range(config.num_critic_replicas))
             + tuple(f'policy/{kind}_{g}' for g in groups for kind in ('alpha', 'entropy'))
             + (tuple(f'policy/entropy_anchor_{g}' for g in groups if g != 'continuous')
-               if config.slow_entropy_anchor else ()))
+               if config.slow_entropy_anchor else ())
+            + (tuple(f'policy/action_gap_scale_{g}' for g in groups if g != 'continuous')
+               if config.gap_temperature else ()))
 
 
 class SACLearner(LearnerBase):
@@ -166,6 +173,14 @@ class SACLearner(LearnerBase):
             self.entropy_anchor = tf.Variable(
                 [math.log(self._branch_sizes[k]) for k in range(len(self._discrete))],
                 trainable=False, name='entropy_anchor')
+        self._gap_units = config.gap_temperature and bool(self._discrete)
+        if self._gap_units:
+            # Per discrete branch: the running spread of the critics' action values that
+            # scales its alpha, and the updates it has seen (the first sets it).
+            self.action_gap_scale = tf.Variable(tf.ones([len(self._discrete)]), trainable=False,
+                                                name='action_gap_scale')
+            self.action_gap_updates = tf.Variable(0.0, trainable=False,
+                                                  name='action_gap_updates')
         if config.normalize_entropy_reward:
             # ALF's ScalarAdaptiveNormalizer(unit_std=True) of log pi, one per group:
             # the running mean of each group's entropy and the updates it has seen.
@@ -262,8 +277,26 @@ class SACLearner(LearnerBase):
         targets = tf.unstack(self.target_entropy, num=self.target_entropy.shape[0])
         if not self.core.masked:
             return targets
-        allowed = tf.split(observation[ACTION_MASK], self._branch_sizes, axis=-1)
-        return [losses.masked_target_entropy(t, a) for t, a in zip(targets, allowed)]
+        return [losses.masked_target_entropy(t, a)
+                for t, a in zip(targets, self._allowed(observation))]
+
+    def _allowed(self, observation: Any) -> List[Optional[tf.Tensor]]:
+        """Per discrete branch, the action mask's `[N, n_b]` (1: allowed) of an
+        observation nest `[N, ...]`; None for each branch of an unmasked core."""
+        if not self.core.masked:
+            return [None] * len(self._discrete)
+        return tf.split(observation[ACTION_MASK], self._branch_sizes, axis=-1)
+
+    def _alphas(self) -> List[tf.Tensor]:
+        """Each temperature group's alpha in the critics' units: exp(log alpha), a
+        discrete branch's times its action-gap scale with temperature_unit='action_gap'
+        (floored, so identical action values leave the policy a temperature)."""
+        alphas = tf.exp(self.log_alpha)
+        if self._gap_units:
+            continuous = int(bool(self._continuous))
+            scale = tf.maximum(self.action_gap_scale, MIN_ACTION_GAP_SCALE)
+            alphas = tf.concat([alphas[:continuous], alphas[continuous:] * scale], 0)
+        return tf.unstack(alphas, num=self.log_alpha.shape[0])
 
     def set_progress(self, fraction: float) -> None:
         super().set_progress(fraction)  # the critics'
@@ -507,9 +540,11 @@ class SACLearner(LearnerBase):
     def _actor_and_alpha_losses(self, params, behaviour_params, critic_observation, memory,
                                 entropy_observation, alpha_list: List[tf.Tensor],
                                 mask: tf.Tensor, valid_rows: tf.Tensor):
-        """The actor's loss rows `[T * B]` and mean, the temperatures' loss and the
-        entropies per temperature group (call inside the actor's tape); `params` and
-        `behaviour_params` (the acting policy's, stored) per leaf `[T * B, p]`."""
+        """The actor's loss rows `[T * B]` and mean, the temperatures' loss, the
+        entropies per temperature group and, with temperature_unit='action_gap', each
+        discrete branch's mean spread of the critics' action values `[n_branches]` (else
+        None) (call inside the actor's tape); `params` and `behaviour_params` (the
+        acting policy's, stored) per leaf `[T * B, p]`."""
         config = self.config
         action, log_prob, branch_log_probs = self._policy(params)
         critic_action = action
@@ -520,10 +555,14 @@ class SACLearner(LearnerBase):
         q_policy = self._weighted(
             self._replica_min(self.critics(critic_observation, critic_action, memory)))
         alpha_c, alpha_d = self._split_alphas(alpha_list)
-        actor_rows = 0.0
+        actor_rows, gaps = 0.0, None
         if self._discrete:
             actor_rows = losses.discrete_actor_loss(self._branches(q_policy),
                                                     branch_log_probs, alpha_d)
+        if self._gap_units:  # each branch's mean spread over the valid rows
+            gaps = tf.stack([
+                losses.masked_mean(losses.action_spread(q, a), mask)
+                for q, a in zip(self._branches(q_policy), self._allowed(entropy_observation))])
         if self._continuous:
             # Mixed actions: Q already entered through the discrete expectation.
             q_c = 0.0 if self._discrete else q_policy[:, 0]
@@ -546,7 +585,7 @@ class SACLearner(LearnerBase):
             losses.temperature_loss(self.log_alpha[g], h, target, mask)
             for g, (h, target) in enumerate(
                 zip(entropies, self._target_entropies(entropy_observation)))])
-        return actor_rows, actor_loss, alpha_loss, entropies
+        return actor_rows, actor_loss, alpha_loss, entropies, gaps
 
     def _branch_entropies(self, entropies: List[tf.Tensor]) -> List[tf.Tensor]:
         """The discrete branches' entries of the temperature groups' `entropies`
@@ -558,6 +597,14 @@ class SACLearner(LearnerBase):
         means = tf.stack([losses.masked_mean(h, mask) for h in self._branch_entropies(entropies)])
         losses.soft_update([self.entropy_anchor], [tf.stop_gradient(means)],
                            self.config.entropy_anchor_tau)
+
+    def _move_action_gap_scale(self, gaps: tf.Tensor) -> None:
+        """temperature_unit='action_gap': each branch's scale follows the batch's spread
+        (`losses.rising_scale`; the first update sets it)."""
+        first = tf.fill(tf.shape(gaps), self.action_gap_updates < 0.5)
+        self.action_gap_scale.assign(losses.rising_scale(
+            self.action_gap_scale, tf.stop_gradient(gaps), self.config.action_gap_tau, first))
+        self.action_gap_updates.assign_add(1.0)
 
     def _apply_updates(self, actor_tape, critic_tape, actor_and_alpha_loss, alpha_loss,
                        critic_loss, batch: Batch) -> tf.Tensor:
@@ -588,6 +635,8 @@ class SACLearner(LearnerBase):
         self.alpha_optimizer.apply([alpha_gradient], [self.log_alpha])
         if config.max_log_alpha is not None:
             self.log_alpha.assign(tf.minimum(self.log_alpha, config.max_log_alpha))
+        if config.min_log_alpha is not None:
+            self.log_alpha.assign(tf.maximum(self.log_alpha, config.min_log_alpha))
         grad_norm = self._apply(critic_gradients, critic_variables, batch.replayed,
                                 tf.constant(config.unroll_length))
         # tau on update steps, 0 otherwise: no branch in the graph.
@@ -635,7 +684,7 @@ class SACLearner(LearnerBase):
         weights = self.importance_weights(batch)  # [B]: 1 unless replay is prioritized
         if config.normalize:  # statistics first, as ML-Agents updates before its update
             self.core.update_normalizer(learned.observation)
-        alpha_list = tf.unstack(tf.exp(self.log_alpha), num=self.log_alpha.shape[0])
+        alpha_list = self._alphas()
         inputs = CoreInputs(steps.observation, steps.prev_action, steps.prev_reward, steps.first)
         signal_rewards, signal_metrics = None, {}
         if config.signals.intrinsic:  # steps 0..T + n - 2, real where the next is no `first`
@@ -656,7 +705,7 @@ class SACLearner(LearnerBase):
                     memory_live, next_memory = self._critic_memories(batch.sequence.steps)
                 # The actor loss sees the memory as a constant input of Q.
                 memory = None if memory_live is None else tf.stop_gradient(memory_live)
-                actor_rows, actor_loss, alpha_loss, entropies = self._actor_and_alpha_losses(
+                actor_rows, actor_loss, alpha_loss, entropies, gaps = self._actor_and_alpha_losses(
                     tuple(merge_time(p) for p in params_t), learned.behaviour_params,
                     critic_observation, memory,
                     learned.observation, alpha_list, mask, valid_rows)
@@ -685,6 +734,8 @@ class SACLearner(LearnerBase):
                                         alpha_loss, critic_loss, batch)
         if self._slow_anchor:
             self._move_entropy_anchor(entropies, mask)
+        if self._gap_units:
+            self._move_action_gap_scale(gaps)
         if self._critic_policy:  # the actor loss is no loss here: its value is the estimate
             actor_loss = tf.zeros([])
         metrics = self._step_metrics(actor_loss, alpha_loss, grad_norm, critic_losses,
@@ -722,4 +773,7 @@ class SACLearner(LearnerBase):
         if self._slow_anchor:
             for k in range(len(self._discrete)):
                 metrics[f'policy/entropy_anchor_branch_{k}'] = self.entropy_anchor[k]
+        if self._gap_units:
+            for k in range(len(self._discrete)):
+                metrics[f'policy/action_gap_scale_branch_{k}'] = self.action_gap_scale[k]
         return metrics

@@ -106,6 +106,26 @@ def entropy_penalty(entropy: tf.Tensor, anchor: tf.Tensor) -> tf.Tensor:
     return tf.square(tf.stop_gradient(anchor) - entropy)
 
 
+def action_spread(q: tf.Tensor, allowed: Optional[tf.Tensor] = None) -> tf.Tensor:
+    """Each row's standard deviation of a branch's action values, over the actions
+    `allowed` (`[N, n]`, 1 where an action mask allows one; None: all): q `[N, n]` ->
+    `[N]`, not differentiated. The scale of the critics' action gaps."""
+    q = tf.stop_gradient(q)
+    if allowed is None:
+        allowed = tf.ones_like(q)
+    weights = allowed / tf.maximum(tf.reduce_sum(allowed, -1, keepdims=True), 1.0)
+    mean = tf.reduce_sum(weights * q, -1, keepdims=True)
+    return tf.sqrt(tf.reduce_sum(weights * tf.square(q - mean), -1))
+
+
+def rising_scale(scale: tf.Tensor, batch: tf.Tensor, tau: float, first: tf.Tensor) -> tf.Tensor:
+    """A running scale's next value, elementwise: `batch` at the `first` update and
+    wherever it is larger (it rises at once), else `tau` of the way down toward it, so
+    a jump in the action values is followed in one update and a lull only slowly."""
+    moved = tf.maximum(batch, (1.0 - tau) * scale + tau * batch)
+    return tf.where(first, batch, moved)
+
+
 def temperature_loss(log_alpha: tf.Tensor, entropy: tf.Tensor, target_entropy: float,
                      mask: Optional[tf.Tensor] = None) -> tf.Tensor:
     """log_alpha * mean (H - target), H not differentiated: alpha rises while the

@@ -870,7 +870,7 @@ def test_entropy_penalty_adds_the_branch_mean_of_the_squared_entropy_gap():
     alphas = [tf.constant(0.3), tf.constant(0.6)]
 
     def actor_loss(acting):
-        _, loss, _, _ = learner._actor_and_alpha_losses(
+        _, loss, *_ = learner._actor_and_alpha_losses(
             tuple(tf.constant(p) for p in params), tuple(tf.constant(p) for p in acting),
             learner._critic_observation(obs), None, obs, alphas, tf.constant(mask),
             tf.constant(mask.sum()))
@@ -903,7 +903,7 @@ def test_slow_entropy_anchor_penalises_the_batch_mean_entropy_and_follows_it():
     alphas = [tf.constant(0.3), tf.constant(0.6)]
 
     def actor_loss():
-        _, loss, _, _ = learner._actor_and_alpha_losses(
+        _, loss, *_ = learner._actor_and_alpha_losses(
             tuple(tf.constant(p) for p in params), tuple(tf.constant(p) for p in params),
             learner._critic_observation(obs), None, obs, alphas, tf.constant(mask),
             tf.constant(mask.sum()))
@@ -929,7 +929,71 @@ def test_slow_entropy_anchor_penalises_the_batch_mean_entropy_and_follows_it():
                                rtol=1e-5)
 
 
-def test_entropy_penalty_is_refused_without_an_actor_or_a_discrete_branch():
+def _np_branch_spreads(learner, observation, mask):
+    """Each discrete branch's mean over the rows where `mask` is 1 of the std of the
+    online critics' replica-minimum Q over its actions (purely discrete, scalar rewards)."""
+    q = learner.critics(observation, tf.zeros([observation.shape[0], 0])).numpy().min(0)
+    sizes = learner._branch_sizes
+    bounds = np.cumsum([0] + sizes)
+    return np.array([(q[:, lo:hi].std(-1) * mask).sum() / mask.sum()
+                     for lo, hi in zip(bounds[:-1], bounds[1:])])
+
+
+def test_action_gap_temperature_scales_each_branchs_alpha_by_the_critics_spread():
+    """temperature_unit='action_gap': the actor's loss reports each discrete branch's
+    mean spread of the critics' action values over the valid rows; a step's first
+    update sets the scale to its batch's spread and the next moves it by tau toward a
+    smaller one; the alphas a step uses are exp(log alpha) times the scale (the
+    continuous group's of a mixed space untouched). Checked against numpy."""
+    tau = 0.25
+    learner, space = make_learner(SPACES['multi_discrete'], temperature_unit='action_gap',
+                                  action_gap_tau=tau)
+    _randomize(learner)
+    np.testing.assert_array_equal(learner.action_gap_scale.numpy(), [1.0, 1.0])
+    steps = make_batch(space, seed=3).sequence.steps
+    params = [p[0] for p in _logits(learner, steps, slice(0, 1))]
+    mask = np.ones(B, np.float32)
+    mask[1] = 0.0
+    obs = steps.observation[0]
+    *_, gaps = learner._actor_and_alpha_losses(
+        tuple(tf.constant(p) for p in params), tuple(tf.constant(p) for p in params),
+        learner._critic_observation(obs), None, obs, learner._alphas(), tf.constant(mask),
+        tf.constant(mask.sum()))
+    np.testing.assert_allclose(gaps, _np_branch_spreads(learner, obs, mask), rtol=1e-5)
+
+    batch = make_batch(space, seed=5)
+    first_mask = 1.0 - batch.sequence.steps.first[1].astype(np.float32)
+    expected = _np_branch_spreads(learner, batch.sequence.steps.observation[0], first_mask)
+    assert expected.min() > 0.05
+    metrics = learner.step(batch)
+    np.testing.assert_allclose(
+        [metrics[f'policy/action_gap_scale_branch_{k}'] for k in range(2)], expected, rtol=1e-5)
+    np.testing.assert_allclose(learner._alphas(), np.exp(learner.log_alpha.numpy()) * expected,
+                               rtol=1e-5)
+    learner._move_action_gap_scale(tf.constant(expected * [0.5, 2.0], tf.float32))
+    np.testing.assert_allclose(learner.action_gap_scale.numpy(),
+                               [(1 - tau) * expected[0] + tau * 0.5 * expected[0],
+                                2.0 * expected[1]], rtol=1e-5)
+
+    mixed, _ = make_learner(SPACES['mixed'], temperature_unit='action_gap')
+    mixed.log_alpha.assign([0.3, -0.2])
+    mixed.action_gap_scale.assign([4.0])
+    np.testing.assert_allclose(mixed._alphas(), np.exp([0.3, -0.2]) * [1.0, 4.0], rtol=1e-6)
+
+
+def test_log_alpha_is_clipped_to_its_floor_and_ceiling_after_a_step():
+    """min_log_alpha / max_log_alpha clip each temperature after its Adam step; a
+    floor above the ceiling is refused."""
+    learner, space = make_learner(SPACES['multi_discrete'], min_log_alpha=-0.5,
+                                  max_log_alpha=0.25)
+    learner.log_alpha.assign([-3.0, 2.0])
+    learner.step(make_batch(space, seed=2))
+    np.testing.assert_allclose(learner.log_alpha.numpy(), [-0.5, 0.25])
+    with pytest.raises(ValueError, match='min_log_alpha'):
+        SACConfig(min_log_alpha=1.0, max_log_alpha=0.0)
+
+
+def test_entropy_options_are_refused_without_an_actor_or_a_discrete_branch():
     from reverb_agents.agents import registry
     from reverb_agents.networks.distributions import UnsupportedSpaceError
     with pytest.raises(ValueError, match='entropy_penalty'):
@@ -943,6 +1007,15 @@ def test_entropy_penalty_is_refused_without_an_actor_or_a_discrete_branch():
     with pytest.raises(UnsupportedSpaceError, match='entropy_penalty'):
         registry.get('sac').build_core(OBS_SPACE, ActionSpace(SPACES['continuous'], squash=True),
                                        SACConfig(entropy_penalty=0.5))
+    with pytest.raises(ValueError, match='temperature_unit'):
+        SACConfig(temperature_unit='nats')
+    with pytest.raises(ValueError, match='action_gap_tau'):
+        SACConfig(temperature_unit='action_gap', action_gap_tau=1.5)
+    with pytest.raises(ValueError, match='temperature_unit=action_gap'):
+        SACConfig(discrete_policy='critic', temperature_unit='action_gap', **SAC_FEED_FORWARD)
+    with pytest.raises(UnsupportedSpaceError, match='temperature_unit=action_gap'):
+        registry.get('sac').build_core(OBS_SPACE, ActionSpace(SPACES['continuous'], squash=True),
+                                       SACConfig(temperature_unit='action_gap'))
 
 
 def _soft_values_of_step_one(learner, steps, alpha):

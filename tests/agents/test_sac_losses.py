@@ -266,3 +266,41 @@ def test_entropy_penalty_is_the_squared_gap_and_moves_the_entropy_alone():
     np.testing.assert_allclose(tape.gradient(total, entropy).numpy(), [-1.6, 0.0, 0.8],
                                rtol=1e-6)
     assert tape.gradient(total, behaviour) is None
+
+
+def test_action_spread_is_each_rows_std_over_the_allowed_actions():
+    rng = np.random.default_rng(0)
+    q = rng.normal(0, 3, (5, 4)).astype(np.float32)
+    allowed = np.ones((5, 4), np.float32)
+    allowed[1, [0, 2]] = 0.0
+    allowed[2, [0, 1, 2]] = 0.0  # one action left: no spread
+    expected = []
+    for row, ok in zip(q, allowed):
+        values = [v for v, a in zip(row, ok) if a]
+        mean = sum(values) / len(values)
+        expected.append((sum((v - mean) ** 2 for v in values) / len(values)) ** 0.5)
+    np.testing.assert_allclose(losses.action_spread(tf.constant(q), tf.constant(allowed)),
+                               expected, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(losses.action_spread(tf.constant(q)), q.std(-1), rtol=1e-5)
+    q_var = tf.Variable(q)
+    with tf.GradientTape() as tape:
+        spread = tf.reduce_sum(losses.action_spread(q_var))
+    assert tape.gradient(spread, q_var) is None
+
+
+def test_rising_scale_jumps_up_at_once_and_falls_by_tau():
+    tau = 0.1
+    scale = np.float32(2.0)
+    walked = []
+    for t, batch in enumerate([5.0, 1.0, 1.0, 8.0, 3.0]):
+        if t == 0 or batch > scale:  # the first sets it; a larger spread sets it
+            scale = np.float32(batch)
+        else:
+            scale = np.float32((1 - tau) * scale + tau * batch)
+        walked.append(scale)
+    got, scale_t = [], tf.constant([2.0])
+    for t, batch in enumerate([5.0, 1.0, 1.0, 8.0, 3.0]):
+        scale_t = losses.rising_scale(scale_t, tf.constant([batch]), tau, tf.constant([t == 0]))
+        got.append(float(scale_t[0]))
+    np.testing.assert_allclose(got, walked, rtol=1e-6)
+    assert got[1] == pytest.approx(4.6) and got[3] == 8.0
