@@ -100,7 +100,8 @@ per run (2 jobs on 2 shared cores): CLEAR 20-40 s, ACER ~60-130 s, SAC
 runs 21-36 minutes feed-forward), so the full default suite (3 agents x 12 tasks x 3
 seeds, `--jobs=2`) takes about three hours. The six held-out tasks' 51 runs
 took 6,608 s at `--jobs=1` beside the peer's suite (MinAtar's 500k: CLEAR
-~130 s, ACER ~350 s a run); the peer's on-policy runs take 250-1,450 s each,
+~130 s, ACER ~350 s a run; SAC's MinAtar then at 10k, where its 100k runs take
+about 2.1 hours each, three side by side); the peer's on-policy runs take 250-1,450 s each,
 `RecurrentPPO` over 1,800 s.
 
 **Checked** (CLEAR defaults, seed 0, the budgets above): memory 1.0 (fraction 1.00);
