@@ -194,6 +194,9 @@ def reverb_server():
 # SAC's feed-forward actor (its default is recurrent): what the SAC cases below test.
 SAC_FEED_FORWARD = dict(lstm_size=0, burn_in=0, unroll_length=1)
 SAC_FEED_FORWARD_FLAGS = [f'--{name}={value}' for name, value in SAC_FEED_FORWARD.items()]
+# SAC's critic policy (softmax(Q / alpha), no actor): no layers of an actor's own and
+# its temperature in the critics' units, whose exported core holds no action-gap scale.
+SAC_CRITIC_POLICY = dict(discrete_policy='critic', policy_hidden_sizes=(), temperature_unit='value')
 # Small networks and batches, so each agent's case takes seconds.
 SMALL = {
     'clear': dict(lstm_size=8, hidden_sizes=(8,), batch_size=4, unroll_length=5,

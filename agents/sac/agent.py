@@ -45,15 +45,10 @@ class SAC(contract.Agent):
                    config: SACConfig) -> ActorCriticCore:
         # A vector Box only, as CLEAR's and ACER's cores: a dict's leaves are left as they are.
         normalize = network_config.normalizes(config.normalize, observation_space)
-        if not any(leaf.discrete for leaf in action_space.leaves):
-            if config.entropy_penalty:
-                raise UnsupportedSpaceError(
-                    f"--entropy_penalty holds a discrete branch's entropy, and "
-                    f"{action_space.space} has none: leave it at 0 for continuous actions")
-            if config.gap_temperature:
-                raise UnsupportedSpaceError(
-                    f"--temperature_unit=action_gap scales a discrete branch's temperature, and "
-                    f"{action_space.space} has none: leave it at 'value' for continuous actions")
+        if config.entropy_penalty and not any(leaf.discrete for leaf in action_space.leaves):
+            raise UnsupportedSpaceError(
+                f"--entropy_penalty holds a discrete branch's entropy, and "
+                f"{action_space.space} has none: leave it at 0 for continuous actions")
         if config.discrete_policy == 'critic':
             # ALF's discrete SAC: no actor network. The core holds the online critics
             # and the temperatures and acts with softmax(min_r Q_r(s, .) / alpha); the

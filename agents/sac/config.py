@@ -108,9 +108,11 @@ class SACConfig:
     unroll_length: int = field(16, 'transitions learned per stored sequence (feed-forward: 1); '
                                'the memory learns to keep what it saw up to this many steps '
                                'less one (burn-in passes no gradient)')
+    # One layer of its own keeps a recurrent actor from falling late
+    # (docs/benchmarks.md#the-actors-own-layers).
     policy_hidden_sizes: Tuple[int, ...] = field(
-        (), "the actor's own MLP between its features (the torso's and the LSTM's, which a "
-        "recurrent SAC's critics also read and train) and its policy head; only the "
+        (256,), "the actor's own MLP between its features (the torso's and the LSTM's, which "
+        "a recurrent SAC's critics also read and train) and its policy head; only the "
         "actor's loss trains it")
     entropy_penalty: float = field(
         0.0, "Stable Discrete SAC's entropy penalty (Zhou et al. 2022): the actor's loss adds "
@@ -157,13 +159,20 @@ class SACConfig:
     min_log_alpha: Optional[float] = field(
         None, "clip log alpha from below; unset: no clip (with temperature_unit='action_gap' "
         "a floor in units of the critics' action gaps, whatever the rewards' scale)")
+    # With the layer above, the temperature in action gaps and its floor keep Acrobot's
+    # collapsing seeds (docs/benchmarks.md#a-temperature-in-units-of-the-action-gaps).
     temperature_unit: str = field(
-        'value', "what a discrete branch's alpha is measured in: 'value' (the critics' units, "
-        "SAC's) or 'action_gap' (alpha times a running scale of the critics' spread over the "
-        "branch's actions, which rises at once and falls by action_gap_tau per update: a jump "
-        "in the action values then moves the temperature with it)")
+        'action_gap', "what a discrete branch's alpha is measured in: 'value' (the critics' "
+        "units, SAC's) or 'action_gap' (alpha times a running scale of the critics' spread "
+        "over the branch's actions, which rises at once and falls by action_gap_tau per "
+        "update: a jump in the action values then moves the temperature with it); "
+        "continuous groups are in the critics' units either way")
     action_gap_tau: float = field(
         0.01, "temperature_unit='action_gap': the scale's step toward a batch's smaller spread")
+    action_gap_min_log_alpha: Optional[float] = field(
+        -1.2, "temperature_unit='action_gap': a floor on each discrete branch's log alpha "
+        "(in action gaps, whatever the rewards' scale; continuous groups are left as they "
+        "are); unset: no floor")
     # Optimisers. `optimizer` is the critics'; actor and temperatures
     # share its schedule, betas and epsilon with their own step sizes.
     optimizer: configs.OptimizerConfig = sub_config(_optimizer_defaults)
@@ -207,12 +216,6 @@ class SACConfig:
              f"entropy_anchor must be 'behaviour' or 'slow', got {self.entropy_anchor!r}"),
             (0.0 < self.entropy_anchor_tau <= 1.0,
              f'entropy_anchor_tau must be in (0, 1], got {self.entropy_anchor_tau}'),
-            (0.0 < self.action_gap_tau <= 1.0,
-             f'action_gap_tau must be in (0, 1], got {self.action_gap_tau}'),
-            (self.min_log_alpha is None or self.max_log_alpha is None
-             or self.min_log_alpha <= self.max_log_alpha,
-             f'min_log_alpha ({self.min_log_alpha}) must not exceed max_log_alpha '
-             f'({self.max_log_alpha})'),
             (self.init_entcoef is None or self.init_entcoef > 0,
              f'init_entcoef must be positive, got {self.init_entcoef}'),
             (self.dqda_clipping is None or self.dqda_clipping > 0,
@@ -223,7 +226,8 @@ class SACConfig:
              f'replay_size ({self.replay.replay_size}) must hold learning_starts '
              f'({self.learning_starts} transitions)'),
         ]
-        for ok, message in checks + self._critic_policy_checks() + self._memory_option_checks():
+        for ok, message in (checks + self._temperature_checks() + self._critic_policy_checks()
+                            + self._memory_option_checks()):
             require(ok, message)
         if self.online_fraction > 0:
             num_fresh = split_batch(self.sequences_per_batch, 1.0 - self.online_fraction)[0]
@@ -249,17 +253,28 @@ class SACConfig:
             (self.discrete_policy == 'actor' or not self.prior.prior_actor,
              "discrete_policy='critic' has no actor to keep close to a prior: --prior_actor "
              "needs discrete_policy='actor'"),
-            (self.discrete_policy == 'actor' or not self.policy_hidden_sizes,
-             "discrete_policy='critic' has no actor to give layers of its own: "
-             "--policy_hidden_sizes needs discrete_policy='actor'"),
+            (self.discrete_policy == 'actor' or not (self.policy_hidden_sizes
+                                                     or self.gap_temperature),
+             "discrete_policy='critic' has no actor to give layers of its own, and acts with "
+             "softmax(Q / alpha) in the exported core, which holds no action-gap scale: pass "
+             "--policy_hidden_sizes= --temperature_unit=value with it, got "
+             f"policy_hidden_sizes {self.policy_hidden_sizes}, temperature_unit "
+             f"{self.temperature_unit!r}"),
             (self.discrete_policy == 'actor' or not self.entropy_penalty,
              "discrete_policy='critic' has no actor whose entropy to hold: "
              "--entropy_penalty needs discrete_policy='actor'"),
-            (self.discrete_policy == 'actor' or not self.gap_temperature,
-             "discrete_policy='critic' acts with softmax(Q / alpha) in the exported core, "
-             "which holds no action-gap scale: --temperature_unit=action_gap needs "
-             "discrete_policy='actor'"),
         ]
+
+    def _temperature_checks(self) -> List[Tuple[bool, str]]:
+        """(ok, message) pairs: the action-gap scale's step, and each floor on log alpha
+        under its ceiling."""
+        floors = (('min_log_alpha', self.min_log_alpha),
+                  ('action_gap_min_log_alpha', self.action_gap_min_log_alpha))
+        return [(0.0 < self.action_gap_tau <= 1.0,
+                 f'action_gap_tau must be in (0, 1], got {self.action_gap_tau}')] + [
+            (floor is None or self.max_log_alpha is None or floor <= self.max_log_alpha,
+             f'{name} ({floor}) must not exceed max_log_alpha ({self.max_log_alpha})')
+            for name, floor in floors]
 
     def _memory_option_checks(self) -> List[Tuple[bool, str]]:
         """(ok, message) pairs: each option for how the critics' loss reaches the actor's

@@ -78,6 +78,7 @@ sequences, one starting at every step.
 import math
 from typing import Any, Dict, List, Optional, Tuple
 
+import numpy as np
 import tensorflow as tf
 
 from reverb_agents.agents import returns
@@ -99,6 +100,20 @@ from reverb_agents.replay.dataset import Batch
 # whose action values are all equal still has a temperature (float32's resolution of
 # values near 1).
 MIN_ACTION_GAP_SCALE = 1e-6
+
+
+def log_alpha_floor(config: SACConfig, num_groups: int, num_branches: int,
+                    gap_units: bool) -> Optional[np.ndarray]:
+    """Each temperature group's least log alpha, [num_groups] (the continuous group first,
+    then the discrete branches): min_log_alpha for every group, the larger
+    action_gap_min_log_alpha for the branches measured in action gaps; None: no floor."""
+    floor = np.full([num_groups], -np.inf, np.float32)
+    if config.min_log_alpha is not None:
+        floor[:] = config.min_log_alpha
+    if gap_units and config.action_gap_min_log_alpha is not None:
+        branches = slice(num_groups - num_branches, num_groups)
+        floor[branches] = np.maximum(floor[branches], config.action_gap_min_log_alpha)
+    return None if np.all(np.isneginf(floor)) else floor
 
 
 def temperature_groups(action_space: ActionSpace) -> List[str]:
@@ -181,6 +196,8 @@ class SACLearner(LearnerBase):
                                                 name='action_gap_scale')
             self.action_gap_updates = tf.Variable(0.0, trainable=False,
                                                   name='action_gap_updates')
+        self._log_alpha_floor = log_alpha_floor(config, len(targets), len(self._discrete),
+                                                self._gap_units)
         if config.normalize_entropy_reward:
             # ALF's ScalarAdaptiveNormalizer(unit_std=True) of log pi, one per group:
             # the running mean of each group's entropy and the updates it has seen.
@@ -635,8 +652,8 @@ class SACLearner(LearnerBase):
         self.alpha_optimizer.apply([alpha_gradient], [self.log_alpha])
         if config.max_log_alpha is not None:
             self.log_alpha.assign(tf.minimum(self.log_alpha, config.max_log_alpha))
-        if config.min_log_alpha is not None:
-            self.log_alpha.assign(tf.maximum(self.log_alpha, config.min_log_alpha))
+        if self._log_alpha_floor is not None:
+            self.log_alpha.assign(tf.maximum(self.log_alpha, self._log_alpha_floor))
         grad_norm = self._apply(critic_gradients, critic_variables, batch.replayed,
                                 tf.constant(config.unroll_length))
         # tau on update steps, 0 otherwise: no branch in the graph.

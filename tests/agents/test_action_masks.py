@@ -22,6 +22,7 @@ from reverb_agents.launch.learning import data
 from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.observations import ACTION_MASK
 from tests import envs
+from tests.conftest import SAC_CRITIC_POLICY
 
 ACTIONS = ActionSpace(gym.spaces.Discrete(4))
 MASK = np.array([[1, 0, 1, 1], [0, 1, 1, 0], [1, 1, 1, 1]], np.float32)  # [N, 4]
@@ -160,7 +161,7 @@ def _jackpot_parameters(learner):
 # a memory, and its outputs come from the heads alone.
 @pytest.mark.parametrize('name,config', [
     ('clear', {'lstm_size': 0}), ('acer', {'lstm_size': 0}), ('sac', {}),
-    ('sac', {'discrete_policy': 'critic'})])
+    ('sac', SAC_CRITIC_POLICY)])
 def test_nothing_the_networks_say_about_a_masked_action_changes_a_loss(name, config,
                                                                         wired_agent):
     # One learner takes both steps from the same start (every variable it owns put back

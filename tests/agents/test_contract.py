@@ -21,6 +21,7 @@ from reverb_agents.launch.policies import export
 from reverb_agents.launch.building import setup as setup_lib
 from reverb_agents.networks.cores import CoreInputs
 from reverb_agents.networks.distributions import ActionSpace
+from tests.conftest import SAC_CRITIC_POLICY
 
 CASES = [(name, env) for name in sorted(registry.AGENTS)
          for env in ('CartPole-v1', 'Pendulum-v1')]
@@ -143,7 +144,7 @@ def test_normalize_maps_vector_observations_and_leaves_a_dict_as_it_is(name, sma
     action_space = ActionSpace(gym.spaces.Discrete(2), agent.squash_actions)
     settings = [dict(small_settings[name], normalize=True)]
     if name == 'sac':
-        settings.append(dict(settings[0], discrete_policy='critic'))
+        settings.append(dict(settings[0], **SAC_CRITIC_POLICY))
     for flat in settings:
         config = configs.from_flat(agent.config_class, flat)
         for space, normalized in ((vector, True), (mapping, False)):

@@ -20,7 +20,7 @@ from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.observations import observation_spec
 from reverb_agents.replay import trajectory
 from reverb_agents.replay.dataset import Batch
-from tests.conftest import SAC_FEED_FORWARD
+from tests.conftest import SAC_CRITIC_POLICY, SAC_FEED_FORWARD
 from tests.learners import Rebuilt
 
 B = 6
@@ -665,7 +665,7 @@ def make_critic_policy_learner(space, **overrides):
     agent = registry.get('sac')
     action_space = ActionSpace(space, squash=True)
     config = SACConfig(**{'hidden_sizes': (16,), 'critic_hidden_sizes': (16, 16),
-                          'batch_size': B, 'discrete_policy': 'critic', **UNNORMALIZED,
+                          'batch_size': B, **SAC_CRITIC_POLICY, **UNNORMALIZED,
                           **SAC_FEED_FORWARD, **overrides})
 
     def make_core():
@@ -844,9 +844,10 @@ def test_critic_policy_is_refused_where_alf_has_no_such_policy():
         SACConfig(discrete_policy='critic', lstm_size=8)
     with pytest.raises(ValueError, match='reward_weights'):
         SACConfig(discrete_policy='critic', reward_weights=(1.0, 1.0), **SAC_FEED_FORWARD)
-    with pytest.raises(ValueError, match='policy_hidden_sizes'):
-        SACConfig(discrete_policy='critic', policy_hidden_sizes=(8,), **SAC_FEED_FORWARD)
-    config = SACConfig(discrete_policy='critic', **SAC_FEED_FORWARD)
+    for option in (dict(policy_hidden_sizes=(8,)), dict(temperature_unit='action_gap')):
+        with pytest.raises(ValueError, match='--policy_hidden_sizes= --temperature_unit=value'):
+            SACConfig(**dict(SAC_CRITIC_POLICY, **option), **SAC_FEED_FORWARD)
+    config = SACConfig(**SAC_CRITIC_POLICY, **SAC_FEED_FORWARD)
     for name in ('continuous', 'mixed'):
         with pytest.raises(UnsupportedSpaceError, match='discrete_policy'):
             registry.get('sac').build_core(OBS_SPACE, ActionSpace(SPACES[name], squash=True),
@@ -982,15 +983,23 @@ def test_action_gap_temperature_scales_each_branchs_alpha_by_the_critics_spread(
 
 
 def test_log_alpha_is_clipped_to_its_floor_and_ceiling_after_a_step():
-    """min_log_alpha / max_log_alpha clip each temperature after its Adam step; a
-    floor above the ceiling is refused."""
+    """min_log_alpha / max_log_alpha clip each temperature after its Adam step;
+    action_gap_min_log_alpha floors only the branches measured in action gaps (a mixed
+    space's continuous group, in the critics' units, keeps the lower floor); a floor
+    above the ceiling is refused."""
     learner, space = make_learner(SPACES['multi_discrete'], min_log_alpha=-0.5,
                                   max_log_alpha=0.25)
     learner.log_alpha.assign([-3.0, 2.0])
     learner.step(make_batch(space, seed=2))
     np.testing.assert_allclose(learner.log_alpha.numpy(), [-0.5, 0.25])
-    with pytest.raises(ValueError, match='min_log_alpha'):
-        SACConfig(min_log_alpha=1.0, max_log_alpha=0.0)
+    learner, space = make_learner(SPACES['mixed'], temperature_unit='action_gap',
+                                  min_log_alpha=-4.0, action_gap_min_log_alpha=-1.2)
+    learner.log_alpha.assign([-6.0, -6.0])  # [continuous, branch_0]
+    learner.step(make_batch(space, seed=2))
+    np.testing.assert_allclose(learner.log_alpha.numpy(), [-4.0, -1.2])
+    for floor in ('min_log_alpha', 'action_gap_min_log_alpha'):
+        with pytest.raises(ValueError, match=floor):
+            SACConfig(**{floor: 1.0}, max_log_alpha=0.0)
 
 
 def test_entropy_options_are_refused_without_an_actor_or_a_discrete_branch():
@@ -1003,7 +1012,7 @@ def test_entropy_options_are_refused_without_an_actor_or_a_discrete_branch():
     with pytest.raises(ValueError, match='entropy_anchor_tau'):
         SACConfig(entropy_penalty=0.5, entropy_anchor='slow', entropy_anchor_tau=0.0)
     with pytest.raises(ValueError, match='entropy_penalty'):
-        SACConfig(discrete_policy='critic', entropy_penalty=0.5, **SAC_FEED_FORWARD)
+        SACConfig(**SAC_CRITIC_POLICY, entropy_penalty=0.5, **SAC_FEED_FORWARD)
     with pytest.raises(UnsupportedSpaceError, match='entropy_penalty'):
         registry.get('sac').build_core(OBS_SPACE, ActionSpace(SPACES['continuous'], squash=True),
                                        SACConfig(entropy_penalty=0.5))
@@ -1011,11 +1020,6 @@ def test_entropy_options_are_refused_without_an_actor_or_a_discrete_branch():
         SACConfig(temperature_unit='nats')
     with pytest.raises(ValueError, match='action_gap_tau'):
         SACConfig(temperature_unit='action_gap', action_gap_tau=1.5)
-    with pytest.raises(ValueError, match='temperature_unit=action_gap'):
-        SACConfig(discrete_policy='critic', temperature_unit='action_gap', **SAC_FEED_FORWARD)
-    with pytest.raises(UnsupportedSpaceError, match='temperature_unit=action_gap'):
-        registry.get('sac').build_core(OBS_SPACE, ActionSpace(SPACES['continuous'], squash=True),
-                                       SACConfig(temperature_unit='action_gap'))
 
 
 def _soft_values_of_step_one(learner, steps, alpha):

@@ -13,7 +13,7 @@ import pytest
 
 from reverb_agents.launch import api
 from tests import envs
-from tests.conftest import SAC_FEED_FORWARD
+from tests.conftest import SAC_CRITIC_POLICY, SAC_FEED_FORWARD
 
 # Returns (10-step episodes, see MaskedChoice): best 10; "jackpot when allowed, else
 # random" ~8; "always the cue" 7.5; random among the allowed ~4.5. 9 needs both the
@@ -38,7 +38,7 @@ CASES = {
     'clear': ('clear', 10000, SMALL),
     'acer': ('acer', 6000, SMALL),
     'sac': ('sac', 3000, dict(hidden_sizes=(32,), **SMALL_SAC)),
-    'sac_critic_policy': ('sac', 3000, dict(discrete_policy='critic', **SMALL_SAC)),
+    'sac_critic_policy': ('sac', 3000, dict(**SAC_CRITIC_POLICY, **SMALL_SAC)),
 }
 
 

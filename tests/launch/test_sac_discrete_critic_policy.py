@@ -13,13 +13,13 @@ import tensorflow as tf
 from reverb_agents.agents.sac.config import SACConfig
 from reverb_agents.launch.runners import inprocess
 from reverb_agents.launch.runs.options import RunOptions
-from tests.conftest import SAC_FEED_FORWARD
+from tests.conftest import SAC_CRITIC_POLICY, SAC_FEED_FORWARD
 
 # Small enough for about 40 s on 2 CPU cores (20-25 s of training); CartPole's
 # random policy earns about 22. The full run is launch/presets/sac_cartpole_critic_policy.flags.
 STEPS = 6000
 NUM_ENVS = 8
-CONFIG = SACConfig(discrete_policy='critic', critic_hidden_sizes=(64, 64), batch_size=128,
+CONFIG = SACConfig(**SAC_CRITIC_POLICY, critic_hidden_sizes=(64, 64), batch_size=128,
                    updates_per_step=0.5, target_update_tau=0.05, **SAC_FEED_FORWARD)
 
 
