@@ -157,8 +157,9 @@ class SACConfig:
         0.2, 'discrete default: scale * log(n) per branch (ML-Agents)')
     max_log_alpha: Optional[float] = field(None, 'clip log alpha from above; unset: no clip')
     min_log_alpha: Optional[float] = field(
-        None, "clip log alpha from below; unset: no clip (with temperature_unit='action_gap' "
-        "a floor in units of the critics' action gaps, whatever the rewards' scale)")
+        None, "clip every group's log alpha from below (a discrete branch's in action gaps "
+        "with temperature_unit='action_gap'; see also action_gap_min_log_alpha); unset: no "
+        "clip")
     # With the layer above, the temperature in action gaps and its floor keep Acrobot's
     # collapsing seeds (docs/benchmarks.md#a-temperature-in-units-of-the-action-gaps).
     temperature_unit: str = field(
