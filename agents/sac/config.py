@@ -47,7 +47,8 @@ from reverb_agents.replay.batches import split_batch
 
 # `discrete_policy`: a learned categorical actor, or the critics' softmax(Q / alpha).
 DISCRETE_POLICIES = ('actor', 'critic')
-TEMPERATURE_UNITS = ('value', 'action_gap')
+# `temperature_unit`: what a discrete branch's alpha is measured in.
+TEMPERATURE_UNITS = ('value', 'action_gap', 'value_with_gap_floor')
 
 
 def _replay_defaults() -> configs.ReplayConfig:
@@ -164,16 +165,18 @@ class SACConfig:
     # collapsing seeds (docs/benchmarks.md#a-temperature-in-units-of-the-action-gaps).
     temperature_unit: str = field(
         'action_gap', "what a discrete branch's alpha is measured in: 'value' (the critics' "
-        "units, SAC's) or 'action_gap' (alpha times a running scale of the critics' spread "
+        "units, SAC's), 'action_gap' (alpha times a running scale of the critics' spread "
         "over the branch's actions, which rises at once and falls by action_gap_tau per "
-        "update: a jump in the action values then moves the temperature with it); "
-        "continuous groups are in the critics' units either way")
+        "update: a jump in the action values then moves the temperature with it) or "
+        "'value_with_gap_floor' (the critics' units, never below exp(action_gap_min_log_alpha) "
+        "times that scale); continuous groups are in the critics' units either way")
     action_gap_tau: float = field(
-        0.01, "temperature_unit='action_gap': the scale's step toward a batch's smaller spread")
+        0.01, "temperature_unit 'action_gap' or 'value_with_gap_floor': the scale's step "
+        "toward a batch's smaller spread")
     action_gap_min_log_alpha: Optional[float] = field(
-        -1.2, "temperature_unit='action_gap': a floor on each discrete branch's log alpha "
-        "(in action gaps, whatever the rewards' scale; continuous groups are left as they "
-        "are); unset: no floor")
+        -1.2, "temperature_unit 'action_gap' or 'value_with_gap_floor': a floor on each "
+        "discrete branch's alpha in action gaps (whatever the rewards' scale; continuous "
+        "groups are left as they are); unset: no floor ('action_gap' only)")
     # Optimisers. `optimizer` is the critics'; actor and temperatures
     # share its schedule, betas and epsilon with their own step sizes.
     optimizer: configs.OptimizerConfig = sub_config(_optimizer_defaults)
@@ -255,7 +258,7 @@ class SACConfig:
              "discrete_policy='critic' has no actor to keep close to a prior: --prior_actor "
              "needs discrete_policy='actor'"),
             (self.discrete_policy == 'actor' or not (self.policy_hidden_sizes
-                                                     or self.gap_temperature),
+                                                     or self.tracks_action_gaps),
              "discrete_policy='critic' has no actor to give layers of its own, and acts with "
              "softmax(Q / alpha) in the exported core, which holds no action-gap scale: pass "
              "--policy_hidden_sizes= --temperature_unit=value with it, got "
@@ -267,12 +270,16 @@ class SACConfig:
         ]
 
     def _temperature_checks(self) -> List[Tuple[bool, str]]:
-        """(ok, message) pairs: the action-gap scale's step, and each floor on log alpha
-        under its ceiling."""
+        """(ok, message) pairs: the action-gap scale's step, the floor the floored unit is
+        measured against, and each floor on log alpha under its ceiling."""
         floors = (('min_log_alpha', self.min_log_alpha),
                   ('action_gap_min_log_alpha', self.action_gap_min_log_alpha))
         return [(0.0 < self.action_gap_tau <= 1.0,
-                 f'action_gap_tau must be in (0, 1], got {self.action_gap_tau}')] + [
+                 f'action_gap_tau must be in (0, 1], got {self.action_gap_tau}'),
+                (self.temperature_unit != 'value_with_gap_floor'
+                 or self.action_gap_min_log_alpha is not None,
+                 "temperature_unit='value_with_gap_floor' floors alpha at "
+                 "exp(action_gap_min_log_alpha) action gaps: set action_gap_min_log_alpha")] + [
             (floor is None or self.max_log_alpha is None or floor <= self.max_log_alpha,
              f'{name} ({floor}) must not exceed max_log_alpha ({self.max_log_alpha})')
             for name, floor in floors]
@@ -341,6 +348,12 @@ class SACConfig:
     def gap_temperature(self) -> bool:
         """Discrete branches' temperatures are in units of the critics' action gaps."""
         return self.temperature_unit == 'action_gap'
+
+    @property
+    def tracks_action_gaps(self) -> bool:
+        """Discrete branches' temperatures use a running scale of the critics' action
+        gaps: as their unit, or for their floor."""
+        return self.temperature_unit != 'value'
 
 
 def resolve_target_entropy(config: SACConfig, kind: str, size: int) -> float:

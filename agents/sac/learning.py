@@ -136,7 +136,7 @@ def metric_names(config: SACConfig, action_space: ActionSpace) -> Tuple[str, ...
             + (tuple(f'policy/entropy_anchor_{g}' for g in groups if g != 'continuous')
                if config.slow_entropy_anchor else ())
             + (tuple(f'policy/action_gap_scale_{g}' for g in groups if g != 'continuous')
-               if config.gap_temperature else ()))
+               if config.tracks_action_gaps else ()))
 
 
 class SACLearner(LearnerBase):
@@ -189,7 +189,12 @@ class SACLearner(LearnerBase):
                 [math.log(self._branch_sizes[k]) for k in range(len(self._discrete))],
                 trainable=False, name='entropy_anchor')
         self._gap_units = config.gap_temperature and bool(self._discrete)
-        if self._gap_units:
+        # temperature_unit='value_with_gap_floor': alpha in the critics' units, floored at
+        # exp(action_gap_min_log_alpha) times the gap scale.
+        self._gap_floor = (config.temperature_unit == 'value_with_gap_floor'
+                           and bool(self._discrete))
+        self._gap_scale = self._gap_units or self._gap_floor
+        if self._gap_scale:
             # Per discrete branch: the running spread of the critics' action values that
             # scales its alpha, and the updates it has seen (the first sets it).
             self.action_gap_scale = tf.Variable(tf.ones([len(self._discrete)]), trainable=False,
@@ -306,14 +311,30 @@ class SACLearner(LearnerBase):
 
     def _alphas(self) -> List[tf.Tensor]:
         """Each temperature group's alpha in the critics' units: exp(log alpha), a
-        discrete branch's times its action-gap scale with temperature_unit='action_gap'
-        (floored, so identical action values leave the policy a temperature)."""
+        discrete branch's times its action-gap scale with temperature_unit='action_gap',
+        or never below exp(action_gap_min_log_alpha) times it with
+        'value_with_gap_floor'."""
         alphas = tf.exp(self.log_alpha)
+        continuous = int(bool(self._continuous))
         if self._gap_units:
-            continuous = int(bool(self._continuous))
-            scale = tf.maximum(self.action_gap_scale, MIN_ACTION_GAP_SCALE)
-            alphas = tf.concat([alphas[:continuous], alphas[continuous:] * scale], 0)
+            alphas = tf.concat([alphas[:continuous],
+                                alphas[continuous:] * self._action_gap_scale()], 0)
+        elif self._gap_floor:
+            alphas = tf.concat([alphas[:continuous], tf.exp(tf.maximum(
+                self.log_alpha[continuous:], self._gap_log_floor()))], 0)
         return tf.unstack(alphas, num=self.log_alpha.shape[0])
+
+    def _action_gap_scale(self) -> tf.Tensor:
+        """Each discrete branch's action-gap scale `[n_branches]`, floored (so identical
+        action values leave the policy a temperature)."""
+        return tf.maximum(self.action_gap_scale, MIN_ACTION_GAP_SCALE)
+
+    def _gap_log_floor(self) -> tf.Tensor:
+        """temperature_unit='value_with_gap_floor': each discrete branch's least log
+        alpha in the critics' units, action_gap_min_log_alpha plus the log of its
+        action-gap scale `[n_branches]` (-inf until a batch has set the scale)."""
+        floor = self.config.action_gap_min_log_alpha + tf.math.log(self._action_gap_scale())
+        return tf.where(self.action_gap_updates > 0.5, floor, -np.inf)
 
     def set_progress(self, fraction: float) -> None:
         super().set_progress(fraction)  # the critics'
@@ -576,7 +597,7 @@ class SACLearner(LearnerBase):
         if self._discrete:
             actor_rows = losses.discrete_actor_loss(self._branches(q_policy),
                                                     branch_log_probs, alpha_d)
-        if self._gap_units:  # each branch's mean spread over the valid rows
+        if self._gap_scale:  # each branch's mean spread over the valid rows
             gaps = tf.stack([
                 losses.masked_mean(losses.action_spread(q, a), mask)
                 for q, a in zip(self._branches(q_policy), self._allowed(entropy_observation))])
@@ -751,8 +772,12 @@ class SACLearner(LearnerBase):
                                         alpha_loss, critic_loss, batch)
         if self._slow_anchor:
             self._move_entropy_anchor(entropies, mask)
-        if self._gap_units:
+        if self._gap_scale:
             self._move_action_gap_scale(gaps)
+        if self._gap_floor:  # log alpha does not sink below the floor that holds it
+            continuous = int(bool(self._continuous))
+            self.log_alpha[continuous:].assign(
+                tf.maximum(self.log_alpha[continuous:], self._gap_log_floor()))
         if self._critic_policy:  # the actor loss is no loss here: its value is the estimate
             actor_loss = tf.zeros([])
         metrics = self._step_metrics(actor_loss, alpha_loss, grad_norm, critic_losses,
@@ -790,7 +815,7 @@ class SACLearner(LearnerBase):
         if self._slow_anchor:
             for k in range(len(self._discrete)):
                 metrics[f'policy/entropy_anchor_branch_{k}'] = self.entropy_anchor[k]
-        if self._gap_units:
+        if self._gap_scale:
             for k in range(len(self._discrete)):
                 metrics[f'policy/action_gap_scale_branch_{k}'] = self.action_gap_scale[k]
         return metrics

@@ -844,7 +844,8 @@ def test_critic_policy_is_refused_where_alf_has_no_such_policy():
         SACConfig(discrete_policy='critic', lstm_size=8)
     with pytest.raises(ValueError, match='reward_weights'):
         SACConfig(discrete_policy='critic', reward_weights=(1.0, 1.0), **SAC_FEED_FORWARD)
-    for option in (dict(policy_hidden_sizes=(8,)), dict(temperature_unit='action_gap')):
+    for option in (dict(policy_hidden_sizes=(8,)), dict(temperature_unit='action_gap'),
+                   dict(temperature_unit='value_with_gap_floor')):
         with pytest.raises(ValueError, match='--policy_hidden_sizes= --temperature_unit=value'):
             SACConfig(**dict(SAC_CRITIC_POLICY, **option), **SAC_FEED_FORWARD)
     config = SACConfig(**SAC_CRITIC_POLICY, **SAC_FEED_FORWARD)
@@ -1000,6 +1001,34 @@ def test_log_alpha_is_clipped_to_its_floor_and_ceiling_after_a_step():
     for floor in ('min_log_alpha', 'action_gap_min_log_alpha'):
         with pytest.raises(ValueError, match=floor):
             SACConfig(**{floor: 1.0}, max_log_alpha=0.0)
+
+
+def test_value_temperature_with_a_gap_floor_is_the_larger_of_alpha_and_the_floor():
+    """temperature_unit='value_with_gap_floor': a discrete branch's alpha is exp(log
+    alpha) in the critics' units, never below exp(action_gap_min_log_alpha) times its
+    action-gap scale, and a step leaves log alpha no lower than that floor (with the
+    scale the step set); a mixed space's continuous group is untouched; the unit needs
+    the floor. Checked against numpy."""
+    learner, space = make_learner(SPACES['mixed'], temperature_unit='value_with_gap_floor',
+                                  action_gap_min_log_alpha=-1.2)
+    learner.log_alpha.assign([-6.0, -6.0])  # [continuous, branch_0]
+    # Before a batch has set the scale there is no floor.
+    np.testing.assert_allclose(learner._alphas(), np.exp([-6.0, -6.0]), rtol=1e-6)
+    learner.action_gap_updates.assign(1.0)
+    learner.action_gap_scale.assign([4.0])
+    np.testing.assert_allclose(learner._alphas(), [np.exp(-6.0), np.exp(-1.2) * 4.0],
+                               rtol=1e-6)
+    learner.log_alpha.assign([-6.0, 2.0])
+    np.testing.assert_allclose(learner._alphas(), np.exp([-6.0, 2.0]), rtol=1e-6)
+
+    learner.log_alpha.assign([-6.0, -6.0])
+    metrics = learner.step(make_batch(space, seed=2))
+    scale = metrics['policy/action_gap_scale_branch_0']
+    assert learner.log_alpha.numpy()[0] < -5.9
+    np.testing.assert_allclose(learner.log_alpha.numpy()[1], -1.2 + np.log(scale), rtol=1e-5)
+    np.testing.assert_allclose(learner._alphas()[1], np.exp(-1.2) * scale, rtol=1e-5)
+    with pytest.raises(ValueError, match='action_gap_min_log_alpha'):
+        SACConfig(temperature_unit='value_with_gap_floor', action_gap_min_log_alpha=None)
 
 
 def test_entropy_options_are_refused_without_an_actor_or_a_discrete_branch():
