@@ -28,6 +28,10 @@ observations x 1000 (docs/benchmarks.md#why-the-recurrent-policy-falls-late);
 critics' loss reaches the memory, each measured there.
 It takes 1.5-2.4x the wall per env step; `--lstm_size=0 --burn_in=0
 --unroll_length=1` is the feed-forward SAC.
+A discrete branch's temperature is SAC's, never below 0.3 of a running scale of
+the critics' action gaps: the floor keeps a policy from saturating when the
+first goals make those gaps jump (Acrobot), and SAC's own alpha above it keeps
+the policy uniform while the gaps are noise (the corridor).
 `discrete_policy='critic'` replaces the categorical actor of purely discrete
 actions by ALF's policy softmax(min over critics Q / alpha), with no actor.
 """
@@ -161,15 +165,18 @@ class SACConfig:
         None, "clip every group's log alpha from below (a discrete branch's in action gaps "
         "with temperature_unit='action_gap'; see also action_gap_min_log_alpha); unset: no "
         "clip")
-    # With the layer above, the temperature in action gaps and its floor keep Acrobot's
-    # collapsing seeds (docs/benchmarks.md#a-temperature-in-units-of-the-action-gaps).
+    # With the layer above, a floor in action gaps keeps Acrobot's collapsing seeds
+    # (docs/benchmarks.md#a-temperature-in-units-of-the-action-gaps); SAC's own alpha
+    # above it keeps the policy uniform while the critics' gaps are noise, which walks the
+    # corridor (docs/benchmarks.md#the-corridor-and-sacs-own-temperature-over-the-gap-floor).
     temperature_unit: str = field(
-        'action_gap', "what a discrete branch's alpha is measured in: 'value' (the critics' "
-        "units, SAC's), 'action_gap' (alpha times a running scale of the critics' spread "
-        "over the branch's actions, which rises at once and falls by action_gap_tau per "
-        "update: a jump in the action values then moves the temperature with it) or "
-        "'value_with_gap_floor' (the critics' units, never below exp(action_gap_min_log_alpha) "
-        "times that scale); continuous groups are in the critics' units either way")
+        'value_with_gap_floor', "what a discrete branch's alpha is measured in: 'value' "
+        "(the critics' units, SAC's), 'action_gap' (alpha times a running scale of the "
+        "critics' spread over the branch's actions, which rises at once and falls by "
+        "action_gap_tau per update: a jump in the action values then moves the temperature "
+        "with it) or 'value_with_gap_floor' (the critics' units, never below "
+        "exp(action_gap_min_log_alpha) times that scale); continuous groups are in the "
+        "critics' units either way")
     action_gap_tau: float = field(
         0.01, "temperature_unit 'action_gap' or 'value_with_gap_floor': the scale's step "
         "toward a batch's smaller spread")
