@@ -188,6 +188,8 @@ class SACLearner(LearnerBase):
             self.entropy_anchor = tf.Variable(
                 [math.log(self._branch_sizes[k]) for k in range(len(self._discrete))],
                 trainable=False, name='entropy_anchor')
+        # Where the discrete branches' groups start in log_alpha (after the continuous one).
+        self._branch_start = len(targets) - len(self._discrete)
         self._gap_units = config.gap_temperature and bool(self._discrete)
         # temperature_unit='value_with_gap_floor': alpha in the critics' units, floored at
         # exp(action_gap_min_log_alpha) times the gap scale.
@@ -315,13 +317,12 @@ class SACLearner(LearnerBase):
         or never below exp(action_gap_min_log_alpha) times it with
         'value_with_gap_floor'."""
         alphas = tf.exp(self.log_alpha)
-        continuous = int(bool(self._continuous))
+        start = self._branch_start
         if self._gap_units:
-            alphas = tf.concat([alphas[:continuous],
-                                alphas[continuous:] * self._action_gap_scale()], 0)
+            alphas = tf.concat([alphas[:start], alphas[start:] * self._action_gap_scale()], 0)
         elif self._gap_floor:
-            alphas = tf.concat([alphas[:continuous], tf.exp(tf.maximum(
-                self.log_alpha[continuous:], self._gap_log_floor()))], 0)
+            alphas = tf.concat([alphas[:start], tf.exp(tf.maximum(
+                self.log_alpha[start:], self._gap_log_floor()))], 0)
         return tf.unstack(alphas, num=self.log_alpha.shape[0])
 
     def _action_gap_scale(self) -> tf.Tensor:
@@ -335,6 +336,17 @@ class SACLearner(LearnerBase):
         action-gap scale `[n_branches]` (-inf until a batch has set the scale)."""
         floor = self.config.action_gap_min_log_alpha + tf.math.log(self._action_gap_scale())
         return tf.where(self.action_gap_updates > 0.5, floor, -np.inf)
+
+    def _log_alpha_lower_bound(self) -> Optional[tf.Tensor]:
+        """Each temperature group's least log alpha `[groups]` after a step: the static
+        floor (`log_alpha_floor`) and, with 'value_with_gap_floor', each discrete
+        branch's gap floor, the larger of the two; None: no floor."""
+        if not self._gap_floor:
+            return self._log_alpha_floor
+        floor = tf.concat([tf.fill([self._branch_start], -np.inf), self._gap_log_floor()], 0)
+        if self._log_alpha_floor is not None:
+            floor = tf.maximum(floor, self._log_alpha_floor)
+        return floor
 
     def set_progress(self, fraction: float) -> None:
         super().set_progress(fraction)  # the critics'
@@ -383,7 +395,7 @@ class SACLearner(LearnerBase):
     def _split_alphas(self, alphas: List[tf.Tensor]):
         """(continuous group's alpha or None, per-branch alphas)."""
         alpha_c = alphas[0] if self._continuous else None
-        return alpha_c, alphas[len(alphas) - len(self._discrete):]
+        return alpha_c, alphas[self._branch_start:]
 
     def _replica_min(self, q: tf.Tensor) -> tf.Tensor:
         """Critic outputs `[R, ..., outputs * k]` -> the pessimistic value over replicas
@@ -628,7 +640,7 @@ class SACLearner(LearnerBase):
     def _branch_entropies(self, entropies: List[tf.Tensor]) -> List[tf.Tensor]:
         """The discrete branches' entries of the temperature groups' `entropies`
         (`[T * B]` each), which come last."""
-        return entropies[len(entropies) - len(self._discrete):]
+        return entropies[self._branch_start:]
 
     def _move_entropy_anchor(self, entropies: List[tf.Tensor], mask: tf.Tensor) -> None:
         """entropy_anchor='slow': each branch's average steps toward the batch's mean."""
@@ -673,8 +685,9 @@ class SACLearner(LearnerBase):
         self.alpha_optimizer.apply([alpha_gradient], [self.log_alpha])
         if config.max_log_alpha is not None:
             self.log_alpha.assign(tf.minimum(self.log_alpha, config.max_log_alpha))
-        if self._log_alpha_floor is not None:
-            self.log_alpha.assign(tf.maximum(self.log_alpha, self._log_alpha_floor))
+        floor = self._log_alpha_lower_bound()
+        if floor is not None:
+            self.log_alpha.assign(tf.maximum(self.log_alpha, floor))
         grad_norm = self._apply(critic_gradients, critic_variables, batch.replayed,
                                 tf.constant(config.unroll_length))
         # tau on update steps, 0 otherwise: no branch in the graph.
@@ -768,16 +781,12 @@ class SACLearner(LearnerBase):
                 targets, critic_mask, weights)
             critic_loss = tf.reduce_sum(critic_losses)
 
+        if self._gap_scale:  # before the updates, whose clip of log alpha reads it
+            self._move_action_gap_scale(gaps)
         grad_norm = self._apply_updates(actor_tape, critic_tape, actor_and_alpha_loss,
                                         alpha_loss, critic_loss, batch)
         if self._slow_anchor:
             self._move_entropy_anchor(entropies, mask)
-        if self._gap_scale:
-            self._move_action_gap_scale(gaps)
-        if self._gap_floor:  # log alpha does not sink below the floor that holds it
-            continuous = int(bool(self._continuous))
-            self.log_alpha[continuous:].assign(
-                tf.maximum(self.log_alpha[continuous:], self._gap_log_floor()))
         if self._critic_policy:  # the actor loss is no loss here: its value is the estimate
             actor_loss = tf.zeros([])
         metrics = self._step_metrics(actor_loss, alpha_loss, grad_norm, critic_losses,
