@@ -649,8 +649,8 @@ class SACLearner(LearnerBase):
                            self.config.entropy_anchor_tau)
 
     def _move_action_gap_scale(self, gaps: tf.Tensor) -> None:
-        """temperature_unit='action_gap': each branch's scale follows the batch's spread
-        (`losses.rising_scale`; the first update sets it)."""
+        """temperature_unit 'action_gap' or 'value_with_gap_floor': each branch's scale
+        follows the batch's spread (`losses.rising_scale`; the first update sets it)."""
         first = tf.fill(tf.shape(gaps), self.action_gap_updates < 0.5)
         self.action_gap_scale.assign(losses.rising_scale(
             self.action_gap_scale, tf.stop_gradient(gaps), self.config.action_gap_tau, first))
