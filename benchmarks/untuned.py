@@ -571,10 +571,39 @@ def _selection(args: argparse.Namespace) -> Tuple[List[Task], List[str], List[in
     return [TASKS_BY_NAME[n] for n in names], agents, seeds
 
 
+def library_root() -> Optional[str]:
+    """The checkout this interpreter imports the library from (where
+    `reverb_agents.agents` lives), or None where it cannot import it."""
+    try:
+        spec = importlib.util.find_spec('reverb_agents.agents')
+    except ImportError:
+        return None
+    if spec is None or not spec.origin:
+        return None
+    return os.path.dirname(os.path.dirname(os.path.abspath(spec.origin)))
+
+
+def check_library_root(agents: Sequence[str]) -> None:
+    """ValueError (one line) where our runs would import another checkout's library: an
+    editable install maps `reverb_agents` to the checkout it was installed from whatever
+    the working folder, so a second checkout (a frozen worktree of a commit) run with the
+    first one's interpreter measures the first one's code."""
+    if all(a in PEERS for a in agents):
+        return
+    found = library_root()
+    if found is not None and os.path.realpath(found) != os.path.realpath(ROOT):
+        raise ValueError(f'this Python imports the library from {found}, not from this '
+                         f'checkout ({ROOT}): the runs would measure that code; run the '
+                         f"suite with a Python that has this checkout installed "
+                         f"(pip install -e {ROOT})")
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parse_args(argv)
     try:
         tasks, agents, seeds = _selection(args)
+        if not args.list:
+            check_library_root(agents)
         best = load_best(args.best) if args.best else {}
     except (ValueError, OSError) as e:
         print(f'error: {e}', file=sys.stderr)

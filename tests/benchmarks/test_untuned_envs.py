@@ -267,3 +267,14 @@ def test_two_suites_started_in_the_same_second_get_folders_of_their_own(tmp_path
     second = untuned.suite_folder(str(tmp_path / 'runs'), '20261129-072900')
     assert first != second and os.path.isdir(first) and os.path.isdir(second)
     assert os.path.basename(first).startswith('20261129-072900-')
+
+
+def test_the_suite_runs_the_library_of_its_own_checkout(monkeypatch, capsys):
+    """An editable install of another checkout would run that checkout's code."""
+    assert os.path.realpath(untuned.library_root()) == os.path.realpath(untuned.ROOT)
+    monkeypatch.setattr(untuned, 'library_root', lambda: '/elsewhere')
+    assert untuned.main(['--agents=clear', '--seeds=0', '--tasks=cartpole']) == 1
+    err = capsys.readouterr().err
+    assert err.startswith('error: this Python imports the library from /elsewhere')
+    assert len(err.strip().splitlines()) == 1
+    untuned.check_library_root(['sb3_ppo'])  # the peer runs in its own venv
