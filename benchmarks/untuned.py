@@ -11,7 +11,10 @@ on such tasks. Each run is `launch/run.py --agent=A --env=ENV --no_preset
 subprocess (`--jobs` at a time): no preset and no hyperparameter set here, so
 `--extra_flags` compares one setting against the defaults on the same table.
 `--eval_episodes=20` is the one run flag set, so every agent is scored on as many
-greedy episodes (SAC's run default is 10).
+greedy episodes (SAC's run default is 10). The runs measure the checkout the
+suite is in, so the interpreter must import the library from it: one with another
+checkout installed (`pip install -e`, e.g. the main checkout's, running a worktree
+of an older commit) is refused with an error line (`check_library_root`).
 
 **Tasks** (`TASKS`; the environments beyond gymnasium's are
 `benchmarks/untuned_envs.py`, which documents them). Random and best are in
