@@ -333,8 +333,12 @@ class SACLearner(LearnerBase):
     def _gap_log_floor(self) -> tf.Tensor:
         """temperature_unit='value_with_gap_floor': each discrete branch's least log
         alpha in the critics' units, action_gap_min_log_alpha plus the log of its
-        action-gap scale `[n_branches]` (-inf until a batch has set the scale)."""
+        action-gap scale `[n_branches]`, less log(1 + n / h) after n updates with
+        action_gap_floor_halflife h (-inf until a batch has set the scale)."""
         floor = self.config.action_gap_min_log_alpha + tf.math.log(self._action_gap_scale())
+        if self.config.action_gap_floor_halflife is not None:
+            floor -= tf.math.log1p(self.action_gap_updates
+                                   / self.config.action_gap_floor_halflife)
         return tf.where(self.action_gap_updates > 0.5, floor, -np.inf)
 
     def _log_alpha_lower_bound(self) -> Optional[tf.Tensor]:
