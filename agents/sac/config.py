@@ -185,9 +185,10 @@ class SACConfig:
         "discrete branch's alpha in action gaps (whatever the rewards' scale; continuous "
         "groups are left as they are); unset: no floor ('action_gap' only)")
     action_gap_floor_halflife: Optional[float] = field(
-        None, "temperature_unit='value_with_gap_floor': the gap floor falls as h / (h + n) "
-        "after n updates (halved after h, then as 1 / n), so a policy the floor holds soft "
-        "can reach its entropy target once its critics have settled; unset: the floor stays")
+        None, "temperature_unit='value_with_gap_floor': the gap floor falls as h / (h + n), "
+        "n the updates since a batch's spread of the critics' action values last set a "
+        "record (halved h updates after it, then as 1 / n): once the critics have settled, a "
+        "policy the floor holds soft can reach its entropy target; unset: the floor stays")
     # Optimisers. `optimizer` is the critics'; actor and temperatures
     # share its schedule, betas and epsilon with their own step sizes.
     optimizer: configs.OptimizerConfig = sub_config(_optimizer_defaults)

@@ -203,6 +203,15 @@ class SACLearner(LearnerBase):
                                                 name='action_gap_scale')
             self.action_gap_updates = tf.Variable(0.0, trainable=False,
                                                   name='action_gap_updates')
+        self._floor_halflife = self._gap_floor and config.action_gap_floor_halflife is not None
+        if self._floor_halflife:
+            # Per discrete branch: the largest batch spread so far, and the updates since
+            # a batch last set it, which the falling floor counts.
+            self.action_gap_peak = tf.Variable(tf.zeros([len(self._discrete)]), trainable=False,
+                                               name='action_gap_peak')
+            self.action_gap_since_peak = tf.Variable(tf.zeros([len(self._discrete)]),
+                                                     trainable=False,
+                                                     name='action_gap_since_peak')
         self._log_alpha_floor = log_alpha_floor(config, len(targets), len(self._discrete),
                                                 self._gap_units)
         if config.normalize_entropy_reward:
@@ -333,11 +342,12 @@ class SACLearner(LearnerBase):
     def _gap_log_floor(self) -> tf.Tensor:
         """temperature_unit='value_with_gap_floor': each discrete branch's least log
         alpha in the critics' units, action_gap_min_log_alpha plus the log of its
-        action-gap scale `[n_branches]`, less log(1 + n / h) after n updates with
-        action_gap_floor_halflife h (-inf until a batch has set the scale)."""
+        action-gap scale `[n_branches]`, less log(1 + n / h) with action_gap_floor_halflife
+        h, n updates since a batch's spread last set a record (-inf until a batch has set
+        the scale)."""
         floor = self.config.action_gap_min_log_alpha + tf.math.log(self._action_gap_scale())
-        if self.config.action_gap_floor_halflife is not None:
-            floor -= tf.math.log1p(self.action_gap_updates
+        if self._floor_halflife:
+            floor -= tf.math.log1p(self.action_gap_since_peak
                                    / self.config.action_gap_floor_halflife)
         return tf.where(self.action_gap_updates > 0.5, floor, -np.inf)
 
@@ -659,6 +669,11 @@ class SACLearner(LearnerBase):
         self.action_gap_scale.assign(losses.rising_scale(
             self.action_gap_scale, tf.stop_gradient(gaps), self.config.action_gap_tau, first))
         self.action_gap_updates.assign_add(1.0)
+        if self._floor_halflife:
+            record = gaps > self.action_gap_peak
+            self.action_gap_since_peak.assign(
+                tf.where(record, 0.0, self.action_gap_since_peak + 1.0))
+            self.action_gap_peak.assign(tf.maximum(self.action_gap_peak, gaps))
 
     def _apply_updates(self, actor_tape, critic_tape, actor_and_alpha_loss, alpha_loss,
                        critic_loss, batch: Batch) -> tf.Tensor:

@@ -1031,24 +1031,32 @@ def test_value_temperature_with_a_gap_floor_is_the_larger_of_alpha_and_the_floor
         SACConfig(temperature_unit='value_with_gap_floor', action_gap_min_log_alpha=None)
 
 
-def test_gap_floor_with_a_halflife_falls_as_h_over_h_plus_the_updates():
-    """action_gap_floor_halflife h: after n updates the gap floor is exp(action_gap_min_log
-    _alpha) times the scale times h / (h + n), a step clips log alpha up to that (with the
-    count the step ends on); the option needs the floored unit and h > 0."""
+def test_gap_floor_with_a_halflife_falls_after_the_largest_spread_so_far():
+    """action_gap_floor_halflife h: n updates after a batch's spread last set a record,
+    the gap floor is exp(action_gap_min_log_alpha) times the scale times h / (h + n); a
+    step counts on (or restarts the count with a new record) and clips log alpha up to
+    that floor; the option needs the floored unit and h > 0. Checked against numpy."""
     learner, space = make_learner(SPACES['mixed'], temperature_unit='value_with_gap_floor',
                                   action_gap_min_log_alpha=-1.2, action_gap_floor_halflife=4.0)
     learner.log_alpha.assign([-6.0, -6.0])  # [continuous, branch_0]
+    learner.action_gap_updates.assign(1.0)
     learner.action_gap_scale.assign([4.0])
-    for n, factor in ((1.0, 0.8), (4.0, 0.5), (12.0, 0.25)):
-        learner.action_gap_updates.assign(n)
+    for n, factor in ((0.0, 1.0), (1.0, 0.8), (4.0, 0.5), (12.0, 0.25)):
+        learner.action_gap_since_peak.assign([n])
         np.testing.assert_allclose(learner._alphas(), [np.exp(-6.0), np.exp(-1.2) * 4.0 * factor],
                                    rtol=1e-6)
-    learner.action_gap_updates.assign(3.0)
-    learner.log_alpha.assign([-6.0, -6.0])
-    metrics = learner.step(make_batch(space, seed=2))
-    scale = metrics['policy/action_gap_scale_branch_0']
-    np.testing.assert_allclose(learner.log_alpha.numpy()[1],
-                               -1.2 + np.log(scale) + np.log(4.0 / (4.0 + 4.0)), rtol=1e-5)
+    batch = make_batch(space, seed=2)
+    for peak, since in ((1e6, 4.0), (0.0, 0.0)):  # no record, then a record
+        learner.action_gap_peak.assign([peak])
+        learner.action_gap_since_peak.assign([3.0])
+        learner.log_alpha.assign([-6.0, -6.0])
+        metrics = learner.step(batch)
+        scale = metrics['policy/action_gap_scale_branch_0']
+        np.testing.assert_allclose(learner.action_gap_since_peak.numpy(), [since])
+        np.testing.assert_allclose(learner.log_alpha.numpy()[1],
+                                   -1.2 + np.log(scale) + np.log(4.0 / (4.0 + since)),
+                                   rtol=1e-5)
+    assert learner.action_gap_peak.numpy()[0] > 0.0
     for bad in (dict(action_gap_floor_halflife=0.0),
                 dict(action_gap_floor_halflife=10.0, temperature_unit='action_gap')):
         with pytest.raises(ValueError, match='action_gap_floor_halflife'):
