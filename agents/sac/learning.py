@@ -275,6 +275,10 @@ class SACLearner(LearnerBase):
         # features its policy head reads. Its own Adam gives each loss a step of its own.
         self.memory_optimizer = (self.make_optimizer(self.actor_learning_rate)
                                  if self._learn_memory and config.memory_optimizer else None)
+        # One Adam for both losses: their gradients on the actor's variables are summed,
+        # so one backward pass of the summed loss through the actor's unroll gives the
+        # sum (the unroll's backward pass is most of a recurrent step).
+        self._one_backward = self._learn_memory and self.memory_optimizer is None
         create_slots(self.optimizer, self.critics.trainable_variables)
         create_slots(self.actor_optimizer, core.trainable_variables)
         create_slots(self.memory_optimizer, core.trainable_variables)
@@ -686,6 +690,16 @@ class SACLearner(LearnerBase):
             # temperatures, which only the critic and temperature losses train.
             alpha_gradient = actor_tape.gradient(alpha_loss, self.log_alpha)
             critic_gradients = critic_tape.gradient(critic_loss, critic_variables)
+        elif self._one_backward:
+            actor_variables = self.core.trainable_variables
+            # The critic tape also recorded the actor's loss; the temperatures enter
+            # the critic loss only through its targets, which are constants.
+            # (Targets in a list sum their gradients, each weighted by its output gradient.)
+            *actor_gradients, alpha_gradient = critic_tape.gradient(
+                [actor_and_alpha_loss, critic_loss], actor_variables + (self.log_alpha,),
+                output_gradients=[tf.ones([]), tf.constant(config.memory_critic_scale)])
+            critic_gradients = critic_tape.gradient(critic_loss, critic_variables)
+            self.actor_optimizer.apply(actor_gradients, actor_variables)
         else:
             actor_variables = self.core.trainable_variables
             *actor_gradients, alpha_gradient = actor_tape.gradient(
@@ -766,7 +780,7 @@ class SACLearner(LearnerBase):
 
         # The critic tape holds the actor's unroll too, so the critics' TD loss can
         # reach the LSTM through the memory they see (`memory_learns_from_critics`).
-        with tf.GradientTape() as critic_tape:
+        with tf.GradientTape(persistent=self._one_backward) as critic_tape:
             with tf.GradientTape() as actor_tape:
                 params_t, memory_live, next_params, next_memory = self._actor_outputs(
                     inputs, core_state)  # [T, B]

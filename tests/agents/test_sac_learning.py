@@ -369,6 +369,27 @@ def test_memory_learns_from_critics_adds_the_td_gradient_to_the_lstm(recurrent):
         assert not np.allclose(a, c, rtol=1e-6, atol=1e-7)
 
 
+def test_one_backward_pass_gives_the_two_passes_step():
+    """With one Adam (the default) the actor's loss and the critics' (through the
+    memory they read) reach the actor's torso and LSTM in one backward pass of their
+    weighted sum. Against a backward pass for each, summed after: the same step, every
+    variable after it (Adam's moments, which hold the gradients, included) equal to float
+    precision."""
+    def after_one_step(one_backward, **overrides):
+        tf.random.set_seed(3)
+        learner, space, start = _randomized(*_recurrent_learner(**overrides))
+        assert learner._one_backward
+        learner._one_backward = one_backward  # read when the step is traced
+        _lstm_after_one_step(learner, space, start)
+        return [(v.name, v.numpy()) for v in learner.variables]
+
+    for overrides in ({}, {'memory_critic_scale': 0.1}):
+        one, two = after_one_step(True, **overrides), after_one_step(False, **overrides)
+        assert [a for a, _ in one] == [b for b, _ in two]
+        for (name, a), (_, b) in zip(one, two):
+            np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-7, err_msg=name)
+
+
 def test_memory_critic_scale_weighs_the_critics_gradient_in_the_actors_adam():
     """Adam's first step moves each weight by lr times the sign of its gradient, here
     actor gradient + scale * critics' gradient. The share of LSTM weights that move
