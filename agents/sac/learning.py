@@ -710,7 +710,9 @@ class SACLearner(LearnerBase):
             memory_gradients = gradients[len(critic_variables):]
             if self._learn_memory and self.memory_optimizer is not None:
                 self.memory_optimizer.apply(memory_gradients, actor_variables)
-            elif self._learn_memory:  # the torso and LSTM learn from both losses
+            elif self._learn_memory:
+                # The one-pass step's sum (`_one_backward`), taken after two passes: only
+                # a test that clears `_one_backward` steps this way, to check that step.
                 scale = config.memory_critic_scale
                 actor_gradients = [a if m is None else a + scale * m for a, m in
                                    zip(actor_gradients, memory_gradients)]
