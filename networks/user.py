@@ -209,11 +209,25 @@ def _check_output(flag: str, spec: str, out: Any) -> None:
 # --- memory -------------------------------------------------------------------------
 
 
+# Sequences at most this long are unrolled as a Python loop, traced whole: the same
+# ops without the while loop's per-step overhead (docs/benchmarks.md#the-memorys-unroll).
+# Longer or unknown lengths keep a while loop, whose traced graph does not grow with T.
+STATIC_UNROLL_MAX_STEPS = 64
+
+
 def unroll_memory(step: Callable[[tf.Tensor, tf.Tensor, Any], Tuple[tf.Tensor, Any]],
                   x: tf.Tensor, first: tf.Tensor, state: Any) -> Tuple[tf.Tensor, Any]:
     """`step(x_t, first_t, state)` over x `[T, B, E]`, first `[T, B]` -> (outputs
-    `[T, B, H]`, final state). A while loop (not a Python loop) keeps the traced graph
-    small: tracing time does not grow with T."""
+    `[T, B, H]`, final state): a Python loop where T is known when traced and at most
+    STATIC_UNROLL_MAX_STEPS, a while loop otherwise."""
+    static_steps = x.shape[0]
+    if static_steps is not None and static_steps <= STATIC_UNROLL_MAX_STEPS:
+        outputs = []
+        for t in range(static_steps):
+            out, state = step(x[t], first[t], state)
+            outputs.append(out)
+        if outputs:
+            return tf.stack(outputs), state
     num_steps = tf.shape(x)[0]
     outputs = tf.TensorArray(tf.float32, size=num_steps)
 

@@ -208,3 +208,36 @@ def test_a_compiled_models_optimizer_is_ignored_with_one_line(caplog):
         user.UserTorso(CARTPOLE, 'tests.user_networks:compiled')
     said = [r for r in caplog.records if 'optimizer and loss are ignored' in r.getMessage()]
     assert len(said) == 1
+
+
+def _loop_ops(function) -> set:
+    return {op.type for op in function.graph.get_operations()} & {'While', 'StatelessWhile'}
+
+
+@pytest.mark.parametrize('steps', [5, user.STATIC_UNROLL_MAX_STEPS + 1])
+def test_the_traced_unroll_and_the_while_loop_agree(steps):
+    """A length known when traced (up to STATIC_UNROLL_MAX_STEPS) unrolls as a Python
+    loop, longer or unknown ones as a while loop; outputs, final state and gradients
+    are the same either way."""
+    memory = user.LSTMMemory(8)
+    rng = np.random.default_rng(0)
+    x = tf.constant(rng.normal(size=[steps, 3, 4]), tf.float32)
+    first = np.zeros([steps, 3], bool)
+    first[0] = True
+    first[2, 1] = True
+    first = tf.constant(first)
+    memory.unroll(x[:1], first[:1], memory.initial_state(3))  # creates the variables
+
+    def unroll(x, first):
+        with tf.GradientTape() as tape:
+            outputs, state = memory.unroll(x, first, memory.initial_state(3))
+            loss = tf.reduce_sum(tf.square(outputs)) + tf.reduce_sum(state.cell)
+        return outputs, state, tape.gradient(loss, memory.trainable_variables)
+
+    known = tf.function(unroll).get_concrete_function(x, first)
+    unknown = tf.function(unroll).get_concrete_function(
+        tf.TensorSpec([None, 3, 4]), tf.TensorSpec([None, 3], tf.bool))
+    assert bool(_loop_ops(known)) == (steps > user.STATIC_UNROLL_MAX_STEPS)
+    assert _loop_ops(unknown)
+    tf.nest.map_structure(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6),
+                          known(x, first), unknown(x, first))
