@@ -183,10 +183,14 @@ class Setup:
                                             self.client, 60_000)))
 
         def timed(step):
-            step()  # trace
-            start = time.perf_counter()
-            for _ in range(num_steps):
-                metrics = step()
+            try:
+                step()  # trace
+                start = time.perf_counter()
+                for _ in range(num_steps):
+                    metrics = step()
+            except StopIteration:  # the tables ran dry before the measurement's end
+                raise SystemExit('error: the actor wrote fewer sequences than the learner '
+                                 'measurement needs; raise --seconds') from None
             next(iter(metrics.values())).numpy()
             return num_steps / (time.perf_counter() - start)
 
