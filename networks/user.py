@@ -221,13 +221,12 @@ def unroll_memory(step: Callable[[tf.Tensor, tf.Tensor, Any], Tuple[tf.Tensor, A
     `[T, B, H]`, final state): a Python loop where T is known when traced and at most
     STATIC_UNROLL_MAX_STEPS, a while loop otherwise."""
     static_steps = x.shape[0]
-    if static_steps is not None and static_steps <= STATIC_UNROLL_MAX_STEPS:
+    if static_steps is not None and 0 < static_steps <= STATIC_UNROLL_MAX_STEPS:
         outputs = []
         for t in range(static_steps):
             out, state = step(x[t], first[t], state)
             outputs.append(out)
-        if outputs:
-            return tf.stack(outputs), state
+        return tf.stack(outputs), state
     num_steps = tf.shape(x)[0]
     outputs = tf.TensorArray(tf.float32, size=num_steps)
 
