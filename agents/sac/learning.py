@@ -203,7 +203,7 @@ class SACLearner(LearnerBase):
                                                 name='action_gap_scale')
             self.action_gap_updates = tf.Variable(0.0, trainable=False,
                                                   name='action_gap_updates')
-        self._floor_halflife = self._gap_floor and config.action_gap_floor_halflife is not None
+        self._floor_halflife = self._gap_floor and bool(config.action_gap_floor_halflife)
         if self._floor_halflife:
             # Per discrete branch: the largest batch spread so far, and the updates since
             # a batch last set it, which the falling floor counts.

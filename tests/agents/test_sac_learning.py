@@ -1029,9 +1029,9 @@ def test_value_temperature_with_a_gap_floor_is_the_larger_of_alpha_and_the_floor
     alpha) in the critics' units, never below exp(action_gap_min_log_alpha) times its
     action-gap scale, and a step leaves log alpha no lower than that floor (with the
     scale the step set); a mixed space's continuous group is untouched; the unit needs
-    the floor. Checked against numpy."""
+    the floor. Checked against numpy (a floor that stays: no halflife)."""
     learner, space = make_learner(SPACES['mixed'], temperature_unit='value_with_gap_floor',
-                                  action_gap_min_log_alpha=-1.2)
+                                  action_gap_min_log_alpha=-1.2, action_gap_floor_halflife=0.0)
     learner.log_alpha.assign([-6.0, -6.0])  # [continuous, branch_0]
     # Before a batch has set the scale there is no floor.
     np.testing.assert_allclose(learner._alphas(), np.exp([-6.0, -6.0]), rtol=1e-6)
@@ -1056,7 +1056,7 @@ def test_gap_floor_with_a_halflife_falls_after_the_largest_spread_so_far():
     """action_gap_floor_halflife h: n updates after a batch's spread last set a record,
     the gap floor is exp(action_gap_min_log_alpha) times the scale times h / (h + n); a
     step counts on (or restarts the count with a new record) and clips log alpha up to
-    that floor; the option needs the floored unit and h > 0. Checked against numpy."""
+    that floor; h < 0 is refused and h = 0 keeps the floor. Checked against numpy."""
     learner, space = make_learner(SPACES['mixed'], temperature_unit='value_with_gap_floor',
                                   action_gap_min_log_alpha=-1.2, action_gap_floor_halflife=4.0)
     learner.log_alpha.assign([-6.0, -6.0])  # [continuous, branch_0]
@@ -1078,10 +1078,12 @@ def test_gap_floor_with_a_halflife_falls_after_the_largest_spread_so_far():
                                    -1.2 + np.log(scale) + np.log(4.0 / (4.0 + since)),
                                    rtol=1e-5)
     assert learner.action_gap_peak.numpy()[0] > 0.0
-    for bad in (dict(action_gap_floor_halflife=0.0),
-                dict(action_gap_floor_halflife=10.0, temperature_unit='action_gap')):
-        with pytest.raises(ValueError, match='action_gap_floor_halflife'):
-            SACConfig(**bad)
+    with pytest.raises(ValueError, match='action_gap_floor_halflife'):
+        SACConfig(action_gap_floor_halflife=-1.0)
+    # 0: the floor stays, with nothing counted.
+    staying, _ = make_learner(SPACES['mixed'], temperature_unit='value_with_gap_floor',
+                              action_gap_floor_halflife=0.0)
+    assert not hasattr(staying, 'action_gap_since_peak')
 
 
 def test_entropy_options_are_refused_without_an_actor_or_a_discrete_branch():
