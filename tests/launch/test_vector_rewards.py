@@ -105,10 +105,8 @@ def test_weights_decide_what_sac_learns(tmp_path, weights, goal, run_script, err
     options = RunOptions(agent='sac', env='TwoGoals-v0', num_envs=8, num_steps=1000, seed=0,
                          logdir=str(tmp_path), eval_episodes=4, log_interval_s=1000.0,
                          export=goal > 0)  # evaluate.py reads one weighting's SavedModel
-    # The default actor's step (1e-4) is for budgets of thousands of updates; 1e-3
-    # learns this task in the test's 1,000 env steps.
     config = SACConfig(hidden_sizes=(32, 32), critic_hidden_sizes=(32, 32), batch_size=64,
-                       reward_weights=weights, actor_learning_rate=1e-3, **SAC_FEED_FORWARD)
+                       reward_weights=weights, **SAC_FEED_FORWARD)
     summary = inprocess.train(options, config)
     # The weighted return of a deterministic policy: 0 at the goal, -9.7 for
     # uniform random actions, -25.6 at the other goal.
