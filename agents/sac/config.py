@@ -196,8 +196,9 @@ class SACConfig:
     # Optimisers. `optimizer` is the critics'; actor and temperatures
     # share its schedule, betas and epsilon with their own step sizes.
     optimizer: configs.OptimizerConfig = sub_config(_optimizer_defaults)
-    # 1e-4 keeps the policy from breaking for a few hundred updates at a time, but lost
-    # Acrobot within SAC's 10k (docs/benchmarks.md#a-slower-actor).
+    # Slower steps keep the policy from breaking for a few hundred updates at a time, but
+    # 1e-4 lost Acrobot within SAC's 10k and 3e-4 lost as many seeds across the suite as
+    # it mended (docs/benchmarks.md#a-slower-actor).
     actor_learning_rate: float = field(
         1e-3, "actor Adam step size (rl-zoo's Pendulum value; 3e-4 in the paper; also the "
         "critics' steps on a recurrent actor's torso and LSTM)",
