@@ -58,7 +58,7 @@ is called before every step with the fraction of the env-step budget spent.
 
 import abc
 import dataclasses
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple
+from typing import Any, Callable, ContextManager, Dict, Mapping, Optional, Tuple
 
 import tensorflow as tf
 
@@ -178,6 +178,12 @@ class Learner(tf.Module):
         step and compiles `step` once per phase, so the step may branch on it in
         Python. Here: always `LEARN`."""
         return LEARN
+
+    def final_policy(self) -> Optional[ContextManager[None]]:
+        """A block in which the core holds the weights that the final evaluation and the
+        export use when they are not the learned ones (a slow average of them,
+        `agents.policy_average`); None (the default): the core's own."""
+        return None
 
 
 class Agent(abc.ABC):

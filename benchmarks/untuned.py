@@ -389,6 +389,13 @@ def run_one(task: Task, agent: str, seed: int, num_steps: int, logdir: str,
     if summary.get('eval_return_mean') is None:
         return dict(out, error='error: summary.json has no eval_return_mean')
     out['return'] = summary['eval_return_mean']
+    if summary.get('eval_return_learned_mean') is not None:
+        # The learned weights on the same episodes where the run scores an average of
+        # them (SAC's `--policy_average_tau`): a pair within the run. A task scored on
+        # its original env has no export of them to score there.
+        out['learned_return'] = summary['eval_return_learned_mean']
+        if not task.score_env:
+            out['learned_score'] = out['learned_return'] / task.reward_scale
     scored = _scaled(task, out['return'])
     if task.score_env:
         if summary.get('saved_model'):
@@ -444,6 +451,9 @@ def add_fractions(results: List[Dict[str, Any]], references: Mapping[str, Tuple[
         if result['score'] is not None:
             random, best = references[result['task']]
             result['fraction'] = fraction_of_best(result['score'], random, best)
+            if result.get('learned_score') is not None:
+                result['learned_fraction'] = fraction_of_best(result['learned_score'],
+                                                              random, best)
 
 
 def table(results: Sequence[Dict[str, Any]], tasks: Sequence[Task], agents: Sequence[str]

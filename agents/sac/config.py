@@ -204,6 +204,13 @@ class SACConfig:
         "critics' steps on a recurrent actor's torso and LSTM)",
         search=search.LogUniform(1e-5, 1e-2))
     alpha_learning_rate: float = field(1e-3, "temperatures' Adam step size")
+    # Learning never reads the average: it is the policy of the last ~1 / tau updates
+    # instead of the last one, which can be a broken snapshot of it
+    # (docs/benchmarks.md#an-average-of-the-actors-weights).
+    policy_average_tau: float = field(
+        0.002, "the final evaluation and the export use a Polyak average of the actor's "
+        "weights over about the last 1 / tau updates (agents/policy_average.py); 0: the "
+        "learned weights")
 
     def __post_init__(self):
         configs.require_positive(self, 'batch_size', 'n_step', 'unroll_length',
@@ -231,6 +238,9 @@ class SACConfig:
              f'({self.unroll_length}): a batch is whole sequences'),
             (0.0 < self.target_update_tau <= 1.0,
              f'target_update_tau must be in (0, 1], got {self.target_update_tau}'),
+            (0.0 <= self.policy_average_tau <= 1.0,
+             f'policy_average_tau must be in [0, 1] (0: no average), got '
+             f'{self.policy_average_tau}'),
             (0.0 <= self.online_fraction < 1.0,
              f'online_fraction must be in [0, 1) (SAC learns from replay), '
              f'got {self.online_fraction}'),

@@ -83,7 +83,12 @@ def final_table(summary: Dict[str, Any], logdir: str) -> str:
     if summary.get('eval_return_mean') is not None:
         rows.append(('eval return', f'{summary["eval_return_mean"]:.1f} +- '
                      f'{summary["eval_return_std"]:.1f} ({summary["eval_episodes"]} '
-                     f'greedy episodes)'))
+                     f'greedy episodes'
+                     + (', averaged weights' if 'eval_return_learned_mean' in summary else '')
+                     + ')'))
+    if summary.get('eval_return_learned_mean') is not None:
+        rows.append(('learned weights', f'{summary["eval_return_learned_mean"]:.1f} +- '
+                     f'{summary["eval_return_learned_std"]:.1f} (the same episodes)'))
     if summary.get('best_eval_return') is not None:
         rows.append(('best eval return', f'{summary["best_eval_return"]:.1f} at env step '
                      f'{summary["best_eval_env_steps"]:,}'))

@@ -12,6 +12,7 @@ first of: the env-step budget, the target return, `should_stop`, a callback
 `summary.json`.
 """
 
+import contextlib
 import dataclasses
 import math
 import os
@@ -256,32 +257,49 @@ class LearnerRun:
                                         self.wall_time))
         self.save(quiet=True)
         eval_mean = eval_std = None
-        regret, sequence = {}, {}
+        regret, sequence, learned = {}, {}, {}
         eval_episodes = 0 if interrupted else options.eval_episodes
-        if self.continual is not None:
-            if eval_episodes:
-                self._evaluate_due()  # the end of the sequence, unless already evaluated
-            sequence = self.continual.summary()
-            eval_mean, eval_std = sequence.pop('eval_return_mean'), sequence.pop('eval_return_std')
-        elif eval_episodes:
-            console.status(f'final evaluation: {eval_episodes} greedy episodes'
-                           + (f' (epsilon {options.eval_epsilon})' if options.eval_epsilon
-                              else ''))
-            eval_mean, eval_std, regret = evaluation.final_evaluation(
+        # The weights evaluated and exported, when the learner's are not its last ones
+        # (an average of them, `agents.policy_average`).
+        final_policy = self.learner.final_policy()
+
+        def final_evaluation():
+            return evaluation.final_evaluation(
                 self.core, setup.action_space, options.env, eval_episodes, options.seed + 10_000,
                 options.eval_epsilon, self._make_eval_envs)
-            if regret:  # a bandit: regret, greedy and sampled
-                console.status(f'regret per episode: greedy {regret["eval_regret_mean"]:.2f}, '
-                               f'sampled {regret["eval_regret_sampled_mean"]:.2f}')
-            if self.periodic is not None:
-                self.periodic.record(self.core, self.total_env_steps(), eval_mean, eval_std,
-                                     final=True)
+
+        if final_policy is not None and eval_episodes and self.continual is None:
+            # The learned weights on the same episodes, beside the average's (a pair).
+            console.status(f'final evaluation of the learned weights: {eval_episodes} '
+                           'greedy episodes')
+            learned_mean, learned_std, _ = final_evaluation()
+            learned = {'eval_return_learned_mean': learned_mean,
+                       'eval_return_learned_std': learned_std}
+        with final_policy or contextlib.nullcontext():
+            if self.continual is not None:
+                if eval_episodes:
+                    self._evaluate_due()  # the end of the sequence, unless already evaluated
+                sequence = self.continual.summary()
+                eval_mean, eval_std = (sequence.pop('eval_return_mean'),
+                                       sequence.pop('eval_return_std'))
+            elif eval_episodes:
+                console.status(f'final evaluation: {eval_episodes} greedy episodes'
+                               + (f' (epsilon {options.eval_epsilon})' if options.eval_epsilon
+                                  else '')
+                               + (' of the averaged weights' if final_policy else ''))
+                eval_mean, eval_std, regret = final_evaluation()
+                if regret:  # a bandit: regret, greedy and sampled
+                    console.status(f'regret per episode: greedy {regret["eval_regret_mean"]:.2f}, '
+                                   f'sampled {regret["eval_regret_sampled_mean"]:.2f}')
+                if self.periodic is not None:
+                    self.periodic.record(self.core, self.total_env_steps(), eval_mean, eval_std,
+                                         final=True)
+            saved_model = os.path.join(options.logdir, 'saved_model') if options.export else None
+            if saved_model:
+                console.status(f'exporting the policy to {saved_model}')
+                saved_model = export.export_run_policy(self.core, setup.action_space,
+                                                       setup.observation_space, options)
         mean_return, _, _ = stats.recent(TARGET_WINDOW)
-        saved_model = os.path.join(options.logdir, 'saved_model') if options.export else None
-        if saved_model:
-            console.status(f'exporting the policy to {saved_model}')
-            saved_model = export.export_run_policy(self.core, setup.action_space,
-                                                   setup.observation_space, options)
         best = self.periodic.summary() if self.periodic is not None else {}
         wall_time = max(self.wall_time, 1e-9)
         summary = {
@@ -303,7 +321,7 @@ class LearnerRun:
             'saved_model': saved_model,
             'interrupted': interrupted, 'deterministic': options.deterministic,
             'seed': options.seed, 'launcher': options.launcher,
-            **best, **regret, **sequence,
+            **best, **regret, **sequence, **learned,
             'config': dataclasses.asdict(setup.config),
         }
         path = rundir.write_summary(options.logdir, summary)

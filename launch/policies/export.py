@@ -258,9 +258,9 @@ def export_run_policy(core: ActorCriticCore, action_space: ActionSpace,
         return None
 
 
-def restore_core(logdir: str, checkpoint_path: Optional[str] = None):
-    """Rebuilds a run's learner from `<logdir>/run_config.json` and restores a checkpoint:
-    returns (core, action space, observation space, env id)."""
+def restore_learner(logdir: str, checkpoint_path: Optional[str] = None):
+    """Rebuilds a run's learner from `<logdir>/run_config.json` and restores a checkpoint
+    (default: the latest): returns (learner, action space, observation space, env id)."""
     run = rundir.read_run_config(logdir)
     if run is None:
         raise ExportError(f'{logdir!r} has no {rundir.RUN_CONFIG}: not a run directory')
@@ -281,7 +281,22 @@ def restore_core(logdir: str, checkpoint_path: Optional[str] = None):
         checkpoint.restore(checkpoint_path).expect_partial()
     except (tf.errors.OpError, ValueError, AssertionError) as e:
         raise ExportError(f'cannot restore {checkpoint_path}: {rundir.describe(e)}') from None
-    return learner.core, setup.action_space, setup.observation_space, run['env']
+    return learner, setup.action_space, setup.observation_space, run['env']
+
+
+def restore_core(logdir: str, checkpoint_path: Optional[str] = None):
+    """`restore_learner`'s, with the core holding the policy a run evaluates and exports
+    (the learner's `final_policy`, an average of its weights, kept): returns (core,
+    action space, observation space, env id)."""
+    learner, *rest = restore_learner(logdir, checkpoint_path)
+    final_policy = learner.final_policy()
+    if final_policy is not None:
+        variables = learner.core.variables
+        with final_policy:
+            values = [v.numpy() for v in variables]
+        for variable, value in zip(variables, values):
+            variable.assign(value)
+    return (learner.core, *rest)
 
 
 def main(argv):

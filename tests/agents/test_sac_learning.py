@@ -1189,3 +1189,24 @@ def test_reward_signals_are_components_with_their_own_discount(tmp_path, write_e
     for name in signals_config.CURIOSITY_METRICS + signals_config.BC_METRICS:
         assert np.isfinite(float(metrics[name].numpy())), name
     assert learner.pretrain() is None  # no pre-training asked for
+
+
+def test_policy_average_follows_the_actor_and_is_the_final_policy():
+    learner, space = make_learner(SPACES['discrete'], policy_average_tau=0.5)
+    no_average, _ = make_learner(SPACES['discrete'], policy_average_tau=0.0)
+    assert no_average.final_policy() is None
+    actor = learner.core.trainable_variables
+    learner.policy_average.updates.assign(100.0)  # past its first updates: the rate is tau
+    expected = [v.numpy().copy() for v in learner.policy_average.weights]
+    batch = make_batch(space)
+    for _ in range(2):
+        learner.step(batch)
+        expected = [0.5 * v.numpy() + 0.5 * e for v, e in zip(actor, expected)]
+    learned = [v.numpy().copy() for v in actor]
+    with learner.final_policy():
+        for v, e in zip(actor, expected):
+            np.testing.assert_allclose(v.numpy(), e, rtol=1e-5, atol=1e-6)
+    for v, value in zip(actor, learned):  # learning goes on from its own weights
+        np.testing.assert_array_equal(v.numpy(), value)
+    with pytest.raises(ValueError, match='policy_average_tau'):
+        SACConfig(policy_average_tau=1.5)

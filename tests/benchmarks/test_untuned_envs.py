@@ -278,3 +278,14 @@ def test_the_suite_runs_the_library_of_its_own_checkout(monkeypatch, capsys):
     assert err.startswith('error: this Python imports the library from /elsewhere')
     assert len(err.strip().splitlines()) == 1
     untuned.check_library_root(['sb3_ppo'])  # the peer runs in its own venv
+
+
+def test_a_pair_within_a_run_gets_both_fractions():
+    """A run that scores an average of the actor's weights also carries its learned
+    weights' score (`learned_score`); both are taken against the same references."""
+    results = [{'task': 'cartpole', 'score': 500.0, 'learned_score': 261.1},
+               {'task': 'cartpole', 'score': None}]
+    untuned.add_fractions(results, {'cartpole': (22.2, 500.0)})
+    assert results[0]['fraction'] == pytest.approx(1.0)
+    assert results[0]['learned_fraction'] == pytest.approx((261.1 - 22.2) / (500 - 22.2))
+    assert 'fraction' not in results[1] and 'learned_fraction' not in results[1]

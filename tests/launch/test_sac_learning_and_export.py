@@ -13,7 +13,9 @@ from reverb_agents.agents import configs, registry
 from reverb_agents.agents.sac.config import SACConfig
 from reverb_agents.launch.runners import inprocess
 from reverb_agents.launch.runs.options import RunOptions
-from tests.conftest import SAC_FEED_FORWARD
+from reverb_agents.launch.policies import export
+from tests.conftest import (EXPORT_SEEDS, SAC_FEED_FORWARD, library_greedy_returns,
+                            run_standalone)
 
 # SAC's run defaults (8 envs, 10 evaluation episodes) with 64x64 networks, 3-step
 # targets and one update of 256 transitions per two env steps (the transitions of one
@@ -64,6 +66,42 @@ def test_exported_actor_acts_like_the_library_without_it(pendulum, tmp_path, com
     names = '\n'.join(name for name, _ in tf.train.list_variables(
         os.path.join(summary['saved_model'], 'variables', 'variables')))
     assert 'policy_head' in names and 'critic' not in names, names
+
+
+def _saved_variables(saved_model):
+    reader = tf.train.load_checkpoint(os.path.join(saved_model, 'variables', 'variables'))
+    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
+            if name != '_CHECKPOINTABLE_OBJECT_GRAPH'}
+
+
+def test_the_actors_average_is_evaluated_beside_the_learned_weights_and_exported(
+        tmp_path, run_script):
+    logdir = str(tmp_path / 'run')
+    options = RunOptions(**{**RUN_DEFAULTS, 'agent': 'sac', 'env': 'Pendulum-v1',
+                            'num_steps': 600, 'seed': 0, 'logdir': logdir, 'eval_episodes': 2,
+                            'log_interval_s': 1000.0})
+    config = configs.from_flat(SACConfig, {**SMALL_SAC_SETTINGS, 'learning_starts': 200,
+                                           'policy_average_tau': 0.05})
+    summary = inprocess.train(options, config)
+    assert np.isfinite(summary['eval_return_learned_mean']), summary
+    assert summary['eval_return_mean'] != summary['eval_return_learned_mean']
+    learner, action_space, _, env_id = export.restore_learner(logdir)
+    learned = library_greedy_returns(learner.core, action_space, env_id, EXPORT_SEEDS)
+    with learner.final_policy():
+        averaged = library_greedy_returns(learner.core, action_space, env_id, EXPORT_SEEDS)
+    core, *_ = export.restore_core(logdir)  # the policy the run exported, kept
+    assert library_greedy_returns(core, action_space, env_id, EXPORT_SEEDS) == averaged
+    exported = run_standalone(summary['saved_model'], env_id, EXPORT_SEEDS, tmp_path)['returns']
+    np.testing.assert_allclose(exported, averaged, rtol=1e-4)
+    assert not np.allclose(exported, learned, rtol=1e-4)
+    # The export tool exports the run's final policy too, from its checkpoint.
+    result = run_script('export', [f'--logdir={logdir}', f'--output={tmp_path / "again"}'])
+    assert result.returncode == 0, result.stderr[-3000:]
+    again, saved = _saved_variables(str(tmp_path / 'again')), _saved_variables(
+        summary['saved_model'])
+    assert again.keys() == saved.keys() and len(saved) > 2, saved.keys()
+    for name, value in saved.items():
+        np.testing.assert_array_equal(again[name], value, err_msg=name)
 
 
 # --- a mixed discrete / continuous task ------------------------------------------
