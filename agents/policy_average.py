@@ -1,4 +1,5 @@
-"""A slow average of a core's trainable weights, for the final evaluation and the export.
+"""Polyak averages: `soft_update` (SAC's target critics, ACER's average network) and a
+slow average of a core's trainable weights, for the final evaluation and the export.
 
 Polyak (exponential) averaging: after each update `average <- rate * weights +
 (1 - rate) * average`, with `rate = max(tau, 1 / (RECENT * n))` after the `n`-th
@@ -17,9 +18,17 @@ average is the policy of the last few hundred updates instead of the last one.
 """
 
 import contextlib
-from typing import Iterator, Sequence
+from typing import Iterator, Sequence, Union
 
 import tensorflow as tf
+
+def soft_update(targets: Sequence[tf.Variable], sources: Sequence[tf.Variable],
+                tau: Union[float, tf.Tensor]) -> None:
+    """target <- tau * source + (1 - tau) * target, variable by variable (`tau` a float
+    or a scalar tensor; graph-safe)."""
+    for target, source in zip(targets, sources):
+        target.assign(tau * source + (1.0 - tau) * target)
+
 
 # The part of the updates so far that the average covers while `1 / tau` is more: the
 # rate 1 / (RECENT * n) leaves the update k of n about (k / n) ** (1 / RECENT - 1) of
@@ -55,8 +64,7 @@ class PolicyAverage(tf.Module):
         self._check(sources)
         n = self.updates.assign_add(1.0)
         rate = tf.minimum(1.0, tf.maximum(self.tau, 1.0 / (RECENT * n)))
-        for average, source in zip(self.weights, sources):
-            average.assign(rate * source + (1.0 - rate) * average)
+        soft_update(self.weights, sources, rate)
 
     @contextlib.contextmanager
     def swapped_into(self, sources: Sequence[tf.Variable]) -> Iterator[None]:

@@ -49,6 +49,7 @@ from reverb_agents.agents.acer import losses
 from reverb_agents.agents.acer.config import ACERConfig
 from reverb_agents.agents.returns import transform_rewards
 from reverb_agents.agents.learner_base import LearnerBase
+from reverb_agents.agents.policy_average import soft_update
 from reverb_agents.agents.slots import create_slots
 from reverb_agents.networks.cores import ActorCriticCore, AgentOutput, CoreInputs
 from reverb_agents.networks.distributions import ActionSpace
@@ -118,9 +119,8 @@ class ACERLearner(LearnerBase):
     def _update_average(self) -> None:
         """The average network's variables move towards the network's by
         1 - `trust_region_alpha`."""
-        alpha = self.config.trust_region_alpha
-        for average, variable in zip(self.average_core.variables, self._averaged()):
-            average.assign(alpha * average + (1.0 - alpha) * variable)
+        soft_update(self.average_core.variables, self._averaged(),
+                    1.0 - self.config.trust_region_alpha)
 
     def _states(self, batch: Batch):
         """(the network's, the average network's) core state at the sequences' first step

@@ -85,7 +85,7 @@ from reverb_agents.agents import returns
 from reverb_agents.agents.signals import losses as signal_losses
 from reverb_agents.agents.learner_base import LearnerBase
 from reverb_agents.agents.slots import create_slots
-from reverb_agents.agents.policy_average import PolicyAverage
+from reverb_agents.agents.policy_average import PolicyAverage, soft_update
 from reverb_agents.agents.sac import losses
 from reverb_agents.agents.sac.config import SACConfig, resolve_target_entropy
 from reverb_agents.networks.critics import CriticEnsemble
@@ -666,8 +666,8 @@ class SACLearner(LearnerBase):
     def _move_entropy_anchor(self, entropies: List[tf.Tensor], mask: tf.Tensor) -> None:
         """entropy_anchor='slow': each branch's average steps toward the batch's mean."""
         means = tf.stack([losses.masked_mean(h, mask) for h in self._branch_entropies(entropies)])
-        losses.soft_update([self.entropy_anchor], [tf.stop_gradient(means)],
-                           self.config.entropy_anchor_tau)
+        soft_update([self.entropy_anchor], [tf.stop_gradient(means)],
+                    self.config.entropy_anchor_tau)
 
     def _move_action_gap_scale(self, gaps: tf.Tensor) -> None:
         """temperature_unit 'action_gap' or 'value_with_gap_floor': each branch's scale
@@ -730,8 +730,8 @@ class SACLearner(LearnerBase):
                                 tf.constant(config.unroll_length))
         # tau on update steps, 0 otherwise: no branch in the graph.
         update = tf.cast(self.num_steps % config.target_update_period == 0, tf.float32)
-        losses.soft_update(self.target_critics.variables, self.critics.variables,
-                           update * config.target_update_tau)
+        soft_update(self.target_critics.variables, self.critics.variables,
+                    update * config.target_update_tau)
         if self.policy_average is not None:
             self.policy_average.update(self.core.trainable_variables)
         return grad_norm

@@ -152,13 +152,6 @@ def masked_target_entropy(target_entropy: tf.Tensor, allowed: tf.Tensor) -> tf.T
     return target_entropy * tf.math.log(k) / float(np.log(n))
 
 
-def soft_update(targets: Sequence[tf.Variable], sources: Sequence[tf.Variable],
-                tau: float) -> None:
-    """target <- tau * source + (1 - tau) * target, variable by variable."""
-    for target, source in zip(targets, sources):
-        target.assign(tau * source + (1.0 - tau) * target)
-
-
 def clip_gradient(x: tf.Tensor, limit: float) -> tf.Tensor:
     """Identity forward; the gradient reaching `x` is clipped to [-limit, limit]."""
 

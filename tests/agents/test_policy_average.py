@@ -1,10 +1,10 @@
-"""The slow average of a core's weights (`agents.policy_average`) against a numpy loop."""
+"""Polyak averages (`agents.policy_average`) against numpy loops."""
 
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from reverb_agents.agents.policy_average import RECENT, PolicyAverage
+from reverb_agents.agents.policy_average import RECENT, PolicyAverage, soft_update
 
 
 def np_rate(tau, n):
@@ -16,6 +16,13 @@ def _variables(seed=0):
     rng = np.random.default_rng(seed)
     return [tf.Variable(rng.normal(size=(3, 2)).astype(np.float32)),
             tf.Variable(rng.normal(size=(2,)).astype(np.float32))]
+
+
+def test_soft_update_moves_targets_by_tau():
+    source = [tf.Variable([1.0, 2.0])]
+    target = [tf.Variable([0.0, 10.0])]
+    soft_update(target, source, 0.25)
+    np.testing.assert_allclose(target[0].numpy(), [0.25, 0.25 * 2.0 + 0.75 * 10.0])
 
 
 @pytest.mark.parametrize('tau', [0.25, 0.02])

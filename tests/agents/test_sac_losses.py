@@ -171,13 +171,6 @@ def test_temperature_rises_below_the_target_entropy_and_falls_above(entropy, ris
     assert (gradient < 0) == rises
 
 
-def test_soft_update_moves_targets_by_tau():
-    source = [tf.Variable([1.0, 2.0])]
-    target = [tf.Variable([0.0, 10.0])]
-    losses.soft_update(target, source, 0.25)
-    np.testing.assert_allclose(target[0].numpy(), [0.25, 0.25 * 2.0 + 0.75 * 10.0])
-
-
 def test_clip_gradient_is_identity_forward_and_clips_backward():
     x = tf.constant([1.0, -2.0, 3.0])
     with tf.GradientTape() as tape:
