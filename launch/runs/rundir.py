@@ -50,9 +50,11 @@ def check_logdir(logdir: str) -> None:
 
 
 # Config fields added after runs were stored without them, and the value those runs had
-# (sub-config, field, value): an older run rebuilt (exported, resumed) stays the same run.
-LEGACY_FIELDS = (('network', 'rescale_actions', False),
-                 ('network', 'observation_map', 'standardize'))
+# (agent or None for any, sub-config or None for the top, field, value): an older run
+# rebuilt (exported, resumed) stays the same run.
+LEGACY_FIELDS = ((None, 'network', 'rescale_actions', False),
+                 (None, 'network', 'observation_map', 'standardize'),
+                 ('sac', None, 'policy_average_tau', 0.0))
 
 
 def read_run_config(logdir: str) -> Optional[Dict[str, Any]]:
@@ -66,9 +68,10 @@ def read_run_config(logdir: str) -> Optional[Dict[str, Any]]:
         with open(path) as f:
             run = json.load(f)
         config = run['config']
-        for section, name, value in LEGACY_FIELDS:
-            if isinstance(config.get(section), dict):
-                config[section].setdefault(name, value)
+        for agent, section, name, value in LEGACY_FIELDS:
+            fields = config if section is None else config.get(section)
+            if agent in (None, run['agent']) and isinstance(fields, dict):
+                fields.setdefault(name, value)
         return {'agent': run['agent'], 'env': run['env'], 'config': config,
                 'env_options': run.get('env_options', {}), 'seed': run.get('seed')}
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
@@ -110,7 +113,8 @@ def write_summary(logdir: str, summary: Dict[str, Any]) -> str:
 def run_differences(stored: Dict[str, Any], agent: str, env: str, config: Any,
                     env_options: Dict[str, Any], seed: int) -> List[str]:
     """'--name=stored (now new)' for every flag in which a new start differs from the run
-    `stored` (`read_run_config`): agent, env, config fields, environment options, seed."""
+    `stored` (`read_run_config`): agent, env, config fields, environment options, seed.
+    A config field the run does not record (`unrecorded_fields`) is no difference."""
     pairs = [('agent', stored['agent'], agent), ('env', stored['env'], env)]
     if stored.get('seed') is not None:
         pairs.append(('seed', stored['seed'], seed))
@@ -118,8 +122,16 @@ def run_differences(stored: Dict[str, Any], agent: str, env: str, config: Any,
     pairs += [(k, old_env.get(k), new_env.get(k)) for k in sorted(set(old_env) | set(new_env))]
     if stored['agent'] == agent:
         old, new = flat_config(stored['config']), flat_config(dataclasses.asdict(config))
-        pairs += [(k, old.get(k), new.get(k)) for k in sorted(set(old) | set(new))]
+        pairs += [(k, old[k], new.get(k)) for k in sorted(old)]
     return [f'--{name}={old} (now {new})' for name, old, new in pairs if old != new]
+
+
+def unrecorded_fields(stored: Dict[str, Any], agent: str, config: Any) -> List[str]:
+    """The config fields of `agent` that the run `stored` does not record (it started
+    before they existed, and `LEGACY_FIELDS` does not say the value it had)."""
+    if stored['agent'] != agent:
+        return []
+    return sorted(set(flat_config(dataclasses.asdict(config))) - set(flat_config(stored['config'])))
 
 
 def check_start(logdir: str, resume: bool, options: Any, config: Any) -> None:
@@ -145,6 +157,11 @@ def check_start(logdir: str, resume: bool, options: Any, config: Any) -> None:
         raise TrainingError(f'--resume: {logdir} holds a run with other flags: '
                             f'{", ".join(differences)}; resume with its flags or leave '
                             f'--resume out (and --logdir) for a new run')
+    # The checkpoint's restore still refuses a value that changes what the learner holds.
+    now = flat_config(dataclasses.asdict(config))
+    for name in unrecorded_fields(stored, options.agent, config):
+        logging.warning('--resume: %s does not record --%s (the run started before it '
+                        'existed); resuming with --%s=%s', logdir, name, name, now[name])
 
 
 def check_free(logdir: str) -> None:
