@@ -22,6 +22,7 @@ from typing import Iterator, Sequence, Union
 
 import tensorflow as tf
 
+
 def soft_update(targets: Sequence[tf.Variable], sources: Sequence[tf.Variable],
                 tau: Union[float, tf.Tensor]) -> None:
     """target <- tau * source + (1 - tau) * target, variable by variable (`tau` a float

@@ -126,12 +126,15 @@ def run_differences(stored: Dict[str, Any], agent: str, env: str, config: Any,
     return [f'--{name}={old} (now {new})' for name, old, new in pairs if old != new]
 
 
-def unrecorded_fields(stored: Dict[str, Any], agent: str, config: Any) -> List[str]:
+def unrecorded_fields(stored: Dict[str, Any], agent: str, config: Any) -> Dict[str, Any]:
     """The config fields of `agent` that the run `stored` does not record (it started
-    before they existed, and `LEGACY_FIELDS` does not say the value it had)."""
+    before they existed, and `LEGACY_FIELDS` does not say the value it had), by name,
+    with their values in `config`."""
     if stored['agent'] != agent:
-        return []
-    return sorted(set(flat_config(dataclasses.asdict(config))) - set(flat_config(stored['config'])))
+        return {}
+    recorded = flat_config(stored['config'])
+    return {name: value for name, value in sorted(flat_config(dataclasses.asdict(config)).items())
+            if name not in recorded}
 
 
 def check_start(logdir: str, resume: bool, options: Any, config: Any) -> None:
@@ -158,10 +161,9 @@ def check_start(logdir: str, resume: bool, options: Any, config: Any) -> None:
                             f'{", ".join(differences)}; resume with its flags or leave '
                             f'--resume out (and --logdir) for a new run')
     # The checkpoint's restore still refuses a value that changes what the learner holds.
-    now = flat_config(dataclasses.asdict(config))
-    for name in unrecorded_fields(stored, options.agent, config):
+    for name, value in unrecorded_fields(stored, options.agent, config).items():
         logging.warning('--resume: %s does not record --%s (the run started before it '
-                        'existed); resuming with --%s=%s', logdir, name, name, now[name])
+                        'existed); resuming with --%s=%s', logdir, name, name, value)
 
 
 def check_free(logdir: str) -> None:
