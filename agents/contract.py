@@ -180,9 +180,9 @@ class Learner(tf.Module):
         return LEARN
 
     def final_policy(self) -> Optional[ContextManager[None]]:
-        """A block in which the core holds the weights that the final evaluation and the
-        export use when they are not the learned ones (a slow average of them,
-        `agents.policy_average`); None (the default): the core's own."""
+        """A block in which the core holds the weights that evaluations (scheduled and
+        final) and the export use when they are not the learned ones (a slow average of
+        them, `agents.policy_average`); None (the default): the core's own."""
         return None
 
 

@@ -1,5 +1,5 @@
 """Polyak averages: `soft_update` (SAC's target critics, ACER's average network) and a
-slow average of a core's trainable weights, for the final evaluation and the export.
+slow average of a core's trainable weights, for the evaluations and the export.
 
 Polyak (exponential) averaging: after each update `average <- rate * weights +
 (1 - rate) * average`, with `rate = max(tau, 1 / (RECENT * n))` after the `n`-th
@@ -7,8 +7,8 @@ update (at most 1): about the last `1 / tau` updates, or in a run of fewer than
 `1 / (RECENT * tau)` updates about its last tenth, so that neither the initial
 weights nor the run's early ones weigh on a short run's average. Learning never
 reads it.
-`swapped_into` puts the average in the core for a block (the final evaluation, the
-export) and the learned weights back after it, so a run that learns on (the Python
+`swapped_into` puts the average in the core for a block (an evaluation, scheduled or
+final, the export) and the learned weights back after it, so a run that learns on (the Python
 API, a resume) learns from its own weights. A learner offers it through the
 contract's `final_policy` (`agents.contract.Learner`).
 

@@ -208,9 +208,9 @@ class SACConfig:
     # instead of the last one, which can be a broken snapshot of it
     # (docs/benchmarks.md#an-average-of-the-actors-weights).
     policy_average_tau: float = field(
-        0.002, "the final evaluation and the export use a Polyak average of the actor's "
-        "weights over about the last 1 / tau updates (agents/policy_average.py); 0: the "
-        "learned weights")
+        0.002, "every evaluation (scheduled or final) and the export use a Polyak average "
+        "of the actor's weights over about the last 1 / tau updates "
+        "(agents/policy_average.py); 0: the learned weights")
 
     def __post_init__(self):
         configs.require_positive(self, 'batch_size', 'n_step', 'unroll_length',

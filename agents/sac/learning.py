@@ -737,9 +737,12 @@ class SACLearner(LearnerBase):
         return grad_norm
 
     def final_policy(self) -> Optional[ContextManager[None]]:
-        """The actor's average (`policy_average_tau`) in the core, if the config keeps one."""
-        return (None if self.policy_average is None
-                else self.policy_average.swapped_into(self.core.trainable_variables))
+        """The actor's average (`policy_average_tau`) in the core, if the config keeps one
+        and it has averaged an update (before, it holds the initial weights, not those a
+        pre-training on demonstrations left)."""
+        if self.policy_average is None or not self.policy_average.updates.numpy():
+            return None
+        return self.policy_average.swapped_into(self.core.trainable_variables)
 
     def _critic_mask(self, mask: tf.Tensor) -> tf.Tensor:
         """Where the critics learn: `mask` `[T * B]` (0 at placeholder rows), or with

@@ -79,9 +79,15 @@ class PeriodicEvaluation:
         # Told of each evaluation: (env_steps, mean, std, is_best, best_return, final).
         self.listener: Optional[Callable[..., Any]] = None
 
-    def evaluate_due(self, core: ActorCriticCore, env_steps: int) -> None:
+    def due(self, env_steps: int) -> Optional[int]:
+        """The latest scheduled point reached by `env_steps` and not yet evaluated, but
+        the end of the budget (the final evaluation's, `record`), else None."""
         point = self.schedule.due(env_steps)
-        if point is not None and point < self.options.num_steps:  # the end: `record`
+        return point if point is not None and point < self.options.num_steps else None
+
+    def evaluate_due(self, core: ActorCriticCore, env_steps: int) -> None:
+        point = self.due(env_steps)
+        if point is not None:
             self.evaluate_at(core, point)
 
     def evaluate_at(self, core: ActorCriticCore, point: int) -> None:

@@ -18,7 +18,7 @@ import math
 import os
 import threading
 import time
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, ContextManager, Dict, Optional
 
 import tensorflow as tf
 from absl import logging
@@ -79,12 +79,14 @@ class LearnerRun:
         self.continual = (continual.ContinualEvaluation(options, setup.action_space)
                           if options.is_sequence else None)
         if self.continual is not None and self.continual.last_point is None:
-            self.continual.evaluate(self.core, 0)  # the untrained policy, before any actor
+            with self._final_policy():  # the untrained policy, before any actor
+                self.continual.evaluate(self.core, 0)
         self.periodic = (periodic_evaluation.PeriodicEvaluation(
             options, setup.action_space, setup.observation_space, self._make_eval_envs)
             if not options.is_sequence and options.eval_every_steps else None)
         if pretrained and self.periodic is not None:  # before any actor
-            self.periodic.evaluate_at(self.core, self.start_env_steps)
+            with self._final_policy():
+                self.periodic.evaluate_at(self.core, self.start_env_steps)
         self.progress_csv = metrics_lib.ProgressCSV(options.logdir, not options.deterministic)
 
     def make_publisher(self, client) -> VariablePublisher:
@@ -139,18 +141,28 @@ class LearnerRun:
 
         return write
 
+    def _final_policy(self) -> ContextManager[None]:
+        """The policy every evaluation scores and the export saves, in the core for a
+        block: the learner's `final_policy` (an average of its weights) when it keeps
+        one, else the learned weights. Actors hold weights of their own, fetched from
+        Reverb, and the publisher reads the core on this thread only, between blocks."""
+        return self.learner.final_policy() or contextlib.nullcontext()
+
     def _evaluate_due(self) -> None:
-        """A scheduled evaluation (every task of a sequence, or `eval_every_steps`)."""
-        if self.continual is not None:
-            self.continual.evaluate_due(self.core, self.total_env_steps())
-        elif self.periodic is not None:
-            self.periodic.evaluate_due(self.core, self.total_env_steps())
+        """A scheduled evaluation (every task of a sequence, or `eval_every_steps`), of
+        the policy the run would end with (`_final_policy`)."""
+        evaluator = self.continual if self.continual is not None else self.periodic
+        env_steps = self.total_env_steps()
+        if evaluator is not None and evaluator.due(env_steps) is not None:
+            with self._final_policy():
+                evaluator.evaluate_due(self.core, env_steps)
 
     def _greedy_return(self) -> float:  # `--target_greedy`'s check, seeds `seed + 30000` on
         o = self.setup.options
-        return evaluation.evaluate(self.core, self.setup.action_space, o.env, o.eval_episodes,
-                                   o.seed + 30_000, epsilon=o.eval_epsilon,
-                                   make_envs=self._make_eval_envs)[0]
+        with self._final_policy():
+            return evaluation.evaluate(self.core, self.setup.action_space, o.env,
+                                       o.eval_episodes, o.seed + 30_000, epsilon=o.eval_epsilon,
+                                       make_envs=self._make_eval_envs)[0]
 
     def run(self, open_batches: Callable[[], data.Batches], publish: Callable[[], None],
             env_steps: Callable[[], int], stats: EpisodeStats, should_stop: Callable[[], bool],
@@ -277,8 +289,8 @@ class LearnerRun:
                        'eval_return_learned_std': learned_std}
         with final_policy or contextlib.nullcontext():
             if self.continual is not None:
-                if eval_episodes:
-                    self._evaluate_due()  # the end of the sequence, unless already evaluated
+                if eval_episodes:  # the end of the sequence, unless already evaluated
+                    self.continual.evaluate_due(self.core, self.total_env_steps())
                 sequence = self.continual.summary()
                 eval_mean, eval_std = (sequence.pop('eval_return_mean'),
                                        sequence.pop('eval_return_std'))

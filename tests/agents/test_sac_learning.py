@@ -1195,6 +1195,7 @@ def test_policy_average_follows_the_actor_and_is_the_final_policy():
     learner, space = make_learner(SPACES['discrete'], policy_average_tau=0.5)
     no_average, _ = make_learner(SPACES['discrete'], policy_average_tau=0.0)
     assert no_average.final_policy() is None
+    assert learner.final_policy() is None  # no update averaged: the weights are their own
     actor = learner.core.trainable_variables
     learner.policy_average.updates.assign(100.0)  # past its first updates: the rate is tau
     expected = [v.numpy().copy() for v in learner.policy_average.weights]

@@ -2,6 +2,8 @@
 ratio held by Reverb, a mixed discrete/continuous task, and the exported
 actor acting like the library's policy without the library."""
 
+import contextlib
+import csv
 import os
 
 import gymnasium as gym
@@ -10,7 +12,9 @@ import pytest
 import tensorflow as tf
 
 from reverb_agents.agents import configs, registry
+from reverb_agents.agents.policy_average import PolicyAverage
 from reverb_agents.agents.sac.config import SACConfig
+from reverb_agents.launch.evaluation.periodic import PeriodicEvaluation
 from reverb_agents.launch.runners import inprocess
 from reverb_agents.launch.runs.options import RunOptions
 from reverb_agents.launch.policies import export
@@ -75,14 +79,39 @@ def _saved_variables(saved_model):
 
 
 def test_the_actors_average_is_evaluated_beside_the_learned_weights_and_exported(
-        tmp_path, run_script):
+        tmp_path, run_script, monkeypatch):
     logdir = str(tmp_path / 'run')
     options = RunOptions(**{**RUN_DEFAULTS, 'agent': 'sac', 'env': 'Pendulum-v1',
                             'num_steps': 600, 'seed': 0, 'logdir': logdir, 'eval_episodes': 2,
-                            'log_interval_s': 1000.0})
+                            'eval_every_steps': 300, 'log_interval_s': 1000.0})
     config = configs.from_flat(SACConfig, {**SMALL_SAC_SETTINGS, 'learning_starts': 200,
                                            'policy_average_tau': 0.05})
+    # Whether the scheduled evaluation runs while the average is in the core.
+    swapped, scheduled = [], []
+    swap, evaluate_at = PolicyAverage.swapped_into, PeriodicEvaluation.evaluate_at
+
+    @contextlib.contextmanager
+    def noting_swap(self, sources):
+        with swap(self, sources):
+            swapped.append(True)
+            try:
+                yield
+            finally:
+                swapped.pop()
+
+    def noting_evaluate_at(self, core, point):
+        scheduled.append((point, bool(swapped)))
+        evaluate_at(self, core, point)
+
+    monkeypatch.setattr(PolicyAverage, 'swapped_into', noting_swap)
+    monkeypatch.setattr(PeriodicEvaluation, 'evaluate_at', noting_evaluate_at)
     summary = inprocess.train(options, config)
+    monkeypatch.undo()
+    assert scheduled == [(300, True)]  # the average, as the final evaluation's
+    with open(os.path.join(logdir, 'eval.csv')) as f:
+        rows = list(csv.DictReader(f))
+    assert [int(row['env_steps']) for row in rows] == [300, 600]
+    assert float(rows[-1]['return_mean']) == summary['eval_return_mean']
     assert np.isfinite(summary['eval_return_learned_mean']), summary
     assert summary['eval_return_mean'] != summary['eval_return_learned_mean']
     learner, action_space, _, env_id = export.restore_learner(logdir)
