@@ -8,8 +8,8 @@ update (at most 1): about the last `1 / tau` updates, or in a run of fewer than
 weights nor the run's early ones weigh on a short run's average. Learning never
 reads it.
 `swapped_into` puts the average in the core for a block (an evaluation, scheduled or
-final, the export) and the learned weights back after it, so a run that learns on (the Python
-API, a resume) learns from its own weights. A learner offers it through the
+final, the export) and the learned weights back after it, so a run that learns on
+(the Python API, a resume) learns from its own weights. A learner offers it through the
 contract's `final_policy` (`agents.contract.Learner`).
 
 Why: a run's last update can leave a policy that its recent past did not have (a
