@@ -1,4 +1,5 @@
-"""What every learner owns besides its networks: an annealed optimiser, counters, extras.
+"""What every learner owns besides its networks: an annealed optimiser, counters, extras,
+and the average of the policy's weights that evaluations and the export use.
 
 A learner subclasses `LearnerBase` (one level, no further hierarchy; it is the
 contract's `agents.contract.Learner`) and writes its own `@tf.function` `learn`, its
@@ -6,7 +7,7 @@ algorithm's update; the base's `step` runs the declared extras' phases around it
 (`agents.extras`). The attribute names here are part of the checkpoints.
 """
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, ContextManager, Dict, List, Optional, Tuple
 
 import sonnet as snt
 import tensorflow as tf
@@ -16,6 +17,7 @@ from reverb_agents.agents.extras import CRITIC_PRETRAIN, CriticPretraining, Lear
 from reverb_agents.agents.extras.cloning import BehaviourCloning
 from reverb_agents.agents.extras.prior_kl import PriorKL
 from reverb_agents.agents.optimizers import Adam, RMSProp
+from reverb_agents.agents.policy_average import PolicyAverage
 from reverb_agents.agents.signals.demos import zeros_like_specs
 from reverb_agents.agents.signals.signals import RewardSignals
 
@@ -38,6 +40,7 @@ class LearnerBase(contract.Learner):
                                           name='num_env_frames')
         self._assigned = {}  # variable name -> the value `assign_rate` last gave it
         self.extras = LearnerExtras()  # none until `attach_extras`
+        self.policy_average = None  # until `attach_extras`, with `policy_average_tau`
 
     def attach_extras(self, core: Any, action_space: Any, bc_length: int = 0,
                       bc_rows: int = 0) -> None:
@@ -46,7 +49,11 @@ class LearnerBase(contract.Learner):
         signal and no cloning), `critic_optimizer` (with `critic_pretrain_steps` > 0)
         and `extras`: the prior's KL, behavioural cloning on `bc_length` x `bc_rows`
         demonstration windows, the signals' rewards and critic pre-training of `core`'s
-        baseline. `core`'s variables must exist (the optimisers' slots are made here)."""
+        baseline; and `policy_average`, an average of `core`'s trainable weights when the
+        config's `policy_average_tau` is above 0 (`final_policy`). `core`'s variables
+        must exist (the optimisers' slots are made here)."""
+        tau = getattr(self.config, 'policy_average_tau', 0.0)
+        self.policy_average = PolicyAverage(core.trainable_variables, tau) if tau else None
         signals = getattr(self.config, 'signals', None)
         self.signals = None
         if signals is not None and (signals.intrinsic or signals.uses_bc):
@@ -85,7 +92,18 @@ class LearnerBase(contract.Learner):
         critic = self.extras.critic_pretrain
         if critic is not None and critic.pending:
             return critic.step(batch)
-        return self.learn(batch)
+        metrics = self.learn(batch)
+        if self.policy_average is not None:  # graph-safe: in the caller's function
+            self.policy_average.update(self.core.trainable_variables)
+        return metrics
+
+    def final_policy(self) -> Optional[ContextManager[None]]:
+        """The average of the core's weights (`policy_average_tau`) in the core, if the
+        config keeps one and it has averaged a learning step (before, it holds the
+        initial weights, not those a pre-training on demonstrations left)."""
+        if self.policy_average is None or not self.policy_average.updates.numpy():
+            return None
+        return self.policy_average.swapped_into(self.core.trainable_variables)
 
     def learn(self, batch: Any) -> Dict[str, tf.Tensor]:
         """The algorithm's update on a `replay.dataset.Batch` (`contract.Learner.step`'s

@@ -31,6 +31,10 @@ def soft_update(targets: Sequence[tf.Variable], sources: Sequence[tf.Variable],
         target.assign(tau * source + (1.0 - tau) * target)
 
 
+TAU_DOC = ("every evaluation (scheduled or final) and the export use a Polyak average of "
+           "the policy's weights over about the last 1 / tau updates "
+           "(agents/policy_average.py); 0: the learned weights")
+
 # The part of the updates so far that the average covers while `1 / tau` is more: the
 # rate 1 / (RECENT * n) leaves the update k of n about (k / n) ** (1 / RECENT - 1) of
 # the last one's weight.

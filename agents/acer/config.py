@@ -13,6 +13,7 @@ from typing import Optional, Tuple
 
 from reverb_agents.agents import configs
 from reverb_agents.agents import network_config
+from reverb_agents.agents import policy_average
 from reverb_agents.agents import search
 from reverb_agents.agents.configs import field, require, sub_config
 from reverb_agents.agents.prior import PriorConfig
@@ -69,6 +70,8 @@ class ACERConfig:
         "'acted' (chainerrl's: actors run the average network and store its own state for "
         "on-policy updates; replayed sequences start both networks from zeros)")
     normalize_loss_by_steps: bool = field(True, 'divide losses by the number of steps in the batch')
+    # Not the trust region's average network above: this one only evaluates and exports.
+    policy_average_tau: float = field(0.0, policy_average.TAU_DOC)
     sdn_samples: int = field(5, 'actions sampled for the mean advantage of the SDN (continuous)')
     # Optimiser (Adam or RMSProp, `--optimizer`).
     optimizer: configs.OptimizerConfig = sub_config(configs.OptimizerConfig)
@@ -87,7 +90,7 @@ class ACERConfig:
     def __post_init__(self):
         configs.require_positive(self, 'batch_size', 'unroll_length', 'sdn_samples',
                                  'trust_region_delta')
-        configs.require_fraction(self, 'discounting')
+        configs.require_fraction(self, 'discounting', 'policy_average_tau')
         configs.require_choice('reward_clipping', self.reward_clipping, REWARD_CLIPPINGS)
         network_config.check_value_normalization(self)
         configs.require_choice('average_network_state', self.average_network_state,

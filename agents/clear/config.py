@@ -10,6 +10,7 @@ from typing import Tuple
 
 from reverb_agents.agents import configs
 from reverb_agents.agents import network_config
+from reverb_agents.agents import policy_average
 from reverb_agents.agents import search
 from reverb_agents.agents.configs import field, require, sub_config
 from reverb_agents.agents.extras.critic_pretrain import CriticPretrainConfig
@@ -66,6 +67,7 @@ class CLEARConfig:
     policy_cloning_cost: float = field(0.01, 'weight of KL(mu || pi) on replayed rows')
     value_cloning_cost: float = field(0.005, 'weight of (V - V_mu)^2 on replayed rows')
     clip_advantage: bool = field(False, 'keep only positive advantages in the policy gradient')
+    policy_average_tau: float = field(0.0, policy_average.TAU_DOC)
     # --critic_pretrain_steps, --critic_pretrain_variables (`agents.extras`).
     critic_pretrain: CriticPretrainConfig = sub_config(CriticPretrainConfig)
     # Reward signals (curiosity, GAIL) and behavioural cloning (`agents.signals`).
@@ -85,7 +87,8 @@ class CLEARConfig:
 
     def __post_init__(self):
         configs.require_positive(self, 'batch_size', 'unroll_length', 'min_replay_size')
-        configs.require_fraction(self, 'discounting', 'gae_lambda', 'vtrace_lambda')
+        configs.require_fraction(self, 'discounting', 'gae_lambda', 'vtrace_lambda',
+                                 'policy_average_tau')
         configs.require_choice('advantage', self.advantage, ADVANTAGES)
         require(self.entropy_anneal_steps >= 0,
                 f'entropy_anneal_steps must be >= 0, got {self.entropy_anneal_steps}')

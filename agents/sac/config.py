@@ -42,6 +42,7 @@ from typing import Any, List, Optional, Tuple
 
 from reverb_agents.agents import configs
 from reverb_agents.agents import network_config
+from reverb_agents.agents import policy_average
 from reverb_agents.agents import search
 from reverb_agents.agents.configs import field, require, sub_config
 from reverb_agents.agents.prior import PriorConfig
@@ -207,17 +208,14 @@ class SACConfig:
     # Learning never reads the average: it is the policy of the last ~1 / tau updates
     # instead of the last one, which can be a broken snapshot of it
     # (docs/benchmarks.md#an-average-of-the-actors-weights).
-    policy_average_tau: float = field(
-        0.002, "every evaluation (scheduled or final) and the export use a Polyak average "
-        "of the actor's weights over about the last 1 / tau updates "
-        "(agents/policy_average.py); 0: the learned weights")
+    policy_average_tau: float = field(0.002, policy_average.TAU_DOC)
 
     def __post_init__(self):
         configs.require_positive(self, 'batch_size', 'n_step', 'unroll_length',
                                  'updates_per_step', 'learning_starts', 'num_critic_replicas',
                                  'target_update_period', 'actor_learning_rate',
                                  'alpha_learning_rate')
-        configs.require_fraction(self, 'discounting')
+        configs.require_fraction(self, 'discounting', 'policy_average_tau')
         network_config.check_memory(self)
         configs.require_choice('prev_reward_input', self.prev_reward_input,
                                network_config.PREV_REWARD_INPUTS)
@@ -238,9 +236,6 @@ class SACConfig:
              f'({self.unroll_length}): a batch is whole sequences'),
             (0.0 < self.target_update_tau <= 1.0,
              f'target_update_tau must be in (0, 1], got {self.target_update_tau}'),
-            (0.0 <= self.policy_average_tau <= 1.0,
-             f'policy_average_tau must be in [0, 1] (0: no average), got '
-             f'{self.policy_average_tau}'),
             (0.0 <= self.online_fraction < 1.0,
              f'online_fraction must be in [0, 1) (SAC learns from replay), '
              f'got {self.online_fraction}'),

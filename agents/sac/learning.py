@@ -76,7 +76,7 @@ sequences, one starting at every step.
 """
 
 import math
-from typing import Any, ContextManager, Dict, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
@@ -85,7 +85,7 @@ from reverb_agents.agents import returns
 from reverb_agents.agents.signals import losses as signal_losses
 from reverb_agents.agents.learner_base import LearnerBase
 from reverb_agents.agents.slots import create_slots
-from reverb_agents.agents.policy_average import PolicyAverage, soft_update
+from reverb_agents.agents.policy_average import soft_update
 from reverb_agents.agents.sac import losses
 from reverb_agents.agents.sac.config import SACConfig, resolve_target_entropy
 from reverb_agents.networks.critics import CriticEnsemble
@@ -284,8 +284,6 @@ class SACLearner(LearnerBase):
         create_slots(self.actor_optimizer, core.trainable_variables)
         create_slots(self.memory_optimizer, core.trainable_variables)
         create_slots(self.alpha_optimizer, [self.log_alpha])
-        self.policy_average = (PolicyAverage(core.trainable_variables, config.policy_average_tau)
-                               if config.policy_average_tau else None)
 
     def _create_critic_variables(self, observation_space) -> None:
         """Builds the critics (Sonnet builds lazily) and copies them to the targets."""
@@ -732,17 +730,7 @@ class SACLearner(LearnerBase):
         update = tf.cast(self.num_steps % config.target_update_period == 0, tf.float32)
         soft_update(self.target_critics.variables, self.critics.variables,
                     update * config.target_update_tau)
-        if self.policy_average is not None:
-            self.policy_average.update(self.core.trainable_variables)
         return grad_norm
-
-    def final_policy(self) -> Optional[ContextManager[None]]:
-        """The actor's average (`policy_average_tau`) in the core, if the config keeps one
-        and it has averaged an update (before, it holds the initial weights, not those a
-        pre-training on demonstrations left)."""
-        if self.policy_average is None or not self.policy_average.updates.numpy():
-            return None
-        return self.policy_average.swapped_into(self.core.trainable_variables)
 
     def _critic_mask(self, mask: tf.Tensor) -> tf.Tensor:
         """Where the critics learn: `mask` `[T * B]` (0 at placeholder rows), or with

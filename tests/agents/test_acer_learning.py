@@ -23,7 +23,7 @@ from reverb_agents.networks.observations import observation_spec
 from reverb_agents.networks.shadowed import ShadowedCore
 from reverb_agents.replay import trajectory
 from reverb_agents.replay.dataset import Batch
-from tests.learners import Rebuilt
+from tests.learners import Rebuilt, check_policy_average
 
 T, B, A = 5, 4, 3
 OBS_SPACE = gym.spaces.Box(-1, 1, (3,), np.float32)
@@ -706,3 +706,10 @@ def test_disable_online_update_is_in_the_data_plan():
     assert plan.tables == ('queue', 'replay')  # the actors still fill the queue
     with pytest.raises(ValueError, match='replay_ratio'):
         ACERConfig(disable_online_update=True, replay_ratio=0)
+
+
+def test_policy_average_is_off_by_default_and_is_the_final_policy_when_set():
+    learner, _, _ = make_learner()
+    assert learner.policy_average is None and learner.final_policy() is None
+    learner, core, action_space = make_learner(policy_average_tau=0.5)
+    check_policy_average(learner, make_batch(core, action_space))

@@ -22,7 +22,7 @@ from reverb_agents.networks.distributions import ActionSpace
 from reverb_agents.networks.observations import observation_spec
 from reverb_agents.replay import demos, trajectory
 from reverb_agents.replay.dataset import Batch
-from tests.learners import Rebuilt, numpy_discounted_returns
+from tests.learners import Rebuilt, check_policy_average, numpy_discounted_returns
 
 T, B = 5, 4
 OBS_SPACE = gym.spaces.Box(-1, 1, (3,), np.float32)
@@ -607,3 +607,10 @@ def test_only_vector_observations_are_normalised():
     assert network_config.normalizes(True, OBS_SPACE)
     assert not network_config.normalizes(True, image) and not network_config.normalizes(True, mapping)
     assert not network_config.normalizes(False, OBS_SPACE)
+
+
+def test_policy_average_is_off_by_default_and_is_the_final_policy_when_set():
+    learner, _, _ = make_learner()
+    assert learner.policy_average is None and learner.final_policy() is None
+    learner, core, action_space = make_learner(policy_average_tau=0.5)
+    check_policy_average(learner, make_batch(core, action_space, num_replayed=B // 2))

@@ -21,7 +21,7 @@ from reverb_agents.networks.observations import observation_spec
 from reverb_agents.replay import trajectory
 from reverb_agents.replay.dataset import Batch
 from tests.conftest import SAC_CRITIC_POLICY, SAC_FEED_FORWARD
-from tests.learners import Rebuilt
+from tests.learners import Rebuilt, check_policy_average
 
 B = 6
 OBS_SPACE = gym.spaces.Box(-1, 1, (3,), np.float32)
@@ -1195,19 +1195,6 @@ def test_policy_average_follows_the_actor_and_is_the_final_policy():
     learner, space = make_learner(SPACES['discrete'], policy_average_tau=0.5)
     no_average, _ = make_learner(SPACES['discrete'], policy_average_tau=0.0)
     assert no_average.final_policy() is None
-    assert learner.final_policy() is None  # no update averaged: the weights are their own
-    actor = learner.core.trainable_variables
-    learner.policy_average.updates.assign(100.0)  # past its first updates: the rate is tau
-    expected = [v.numpy().copy() for v in learner.policy_average.weights]
-    batch = make_batch(space)
-    for _ in range(2):
-        learner.step(batch)
-        expected = [0.5 * v.numpy() + 0.5 * e for v, e in zip(actor, expected)]
-    learned = [v.numpy().copy() for v in actor]
-    with learner.final_policy():
-        for v, e in zip(actor, expected):
-            np.testing.assert_allclose(v.numpy(), e, rtol=1e-5, atol=1e-6)
-    for v, value in zip(actor, learned):  # learning goes on from its own weights
-        np.testing.assert_array_equal(v.numpy(), value)
+    check_policy_average(learner, make_batch(space))
     with pytest.raises(ValueError, match='policy_average_tau'):
         SACConfig(policy_average_tau=1.5)
