@@ -42,16 +42,17 @@ def test_a_stored_field_is_read_as_stored(tmp_path):
 
 
 def test_a_sac_run_stored_before_its_policy_average_reads_back_without_one(tmp_path):
-    """SAC's final-policy average came after runs that had none; a CLEAR config, which
-    has no such field, gains none."""
+    """SAC's final-policy average came after runs that had none; a CLEAR run stored
+    without the field gains no legacy value (its default, 0, is what it had)."""
     stored = dataclasses.asdict(SACConfig())
     assert stored.pop('policy_average_tau') > 0
     for agent in ('sac', 'clear'):
         (tmp_path / agent).mkdir()
     config = rundir.read_run_config(_store(tmp_path / 'sac', stored, 'sac'))['config']
     assert config['policy_average_tau'] == 0.0
-    clear = rundir.read_run_config(_store(tmp_path / 'clear',
-                                          dataclasses.asdict(CLEARConfig())))
+    stored = dataclasses.asdict(CLEARConfig())
+    assert stored.pop('policy_average_tau') == 0.0
+    clear = rundir.read_run_config(_store(tmp_path / 'clear', stored))
     assert 'policy_average_tau' not in clear['config']
 
 
