@@ -86,14 +86,15 @@ class LearnerBase(contract.Learner):
 
     def step(self, batch: Any) -> Dict[str, tf.Tensor]:
         """One update of the current phase: critic pre-training's step while it is due,
-        else the learner's `learn`; scalar metrics by name."""
+        else the learner's `learn` and then the average's update, if the config keeps
+        one (`final_policy`); scalar metrics by name."""
         if tf.executing_eagerly():  # traced in a caller's function: it asked `phase`
             self.phase()
         critic = self.extras.critic_pretrain
         if critic is not None and critic.pending:
             return critic.step(batch)
         metrics = self.learn(batch)
-        if self.policy_average is not None:  # graph-safe: in the caller's function
+        if self.policy_average is not None:  # graph-safe, so traced with the caller's step
             self.policy_average.update(self.core.trainable_variables)
         return metrics
 
