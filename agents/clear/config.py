@@ -107,6 +107,9 @@ class CLEARConfig:
                     f'{name} must be >= 0 (a weight or a size), got {getattr(self, name)}')
         # split_batch is where replay_fraction's range is checked.
         num_fresh, num_replayed = split_batch(self.batch_size, self.replay_fraction)
+        require(self.replay_fraction < 1.0,
+                'replay_fraction must be below 1: the learner is paced by the fresh part of '
+                'its batches, and with none the actors would run free')
         require(num_replayed <= self.replay.replay_size,
                 f'replay_size ({self.replay.replay_size}) is smaller than the replayed part '
                 f'of a batch ({num_replayed})')

@@ -21,7 +21,6 @@ from reverb_agents.replay.batches import split_batch
     (5, 0.5, (3, 2)),  # Python's round: 2.5 -> 2 (half to even)
     (7, 0.5, (3, 4)),  # 3.5 -> 4
     (1, 0.5, (1, 0)),  # 0.5 -> 0
-    (1, 0.51, (0, 1)),
     (0, 0.5, (0, 0)),
 ])
 def test_split_batch(batch_size, replay_fraction, expected):
@@ -29,6 +28,31 @@ def test_split_batch(batch_size, replay_fraction, expected):
     assert (num_fresh, num_replayed) == expected
     assert num_replayed == round(replay_fraction * batch_size)
     assert isinstance(num_fresh, int) and isinstance(num_replayed, int)
+
+
+@pytest.mark.parametrize('batch_size, replay_fraction, expected', [
+    (8, 0.9375, (1, 7)),  # round(7.5) = 8 would leave no fresh row
+    (4, 0.875, (1, 3)),  # round(3.5) = 4
+    (2, 0.99, (1, 1)),
+    (1, 0.51, (1, 0)),  # one row: fresh unless everything is replayed
+    (1, 1.0, (0, 1)),
+    (16, 0.9375, (1, 15)),  # exact: no rounding to hold back
+])
+def test_a_fraction_below_one_keeps_a_fresh_row(batch_size, replay_fraction, expected):
+    """Fresh rows pace a learner of mixed batches; only a fraction of 1 replays them all."""
+    assert split_batch(batch_size, replay_fraction) == expected
+
+
+def test_a_plan_that_replays_every_row_needs_a_pace_of_its_own():
+    from reverb_agents.agents import contract
+    from reverb_agents.agents.clear.config import CLEARConfig
+    plan = dict(sequence_length=3, sequence_period=2, learned_steps=2, batch_sequences=4,
+                replay_fraction=1.0, replay_size=8, queue_size=8, min_replay_size=1)
+    with pytest.raises(ValueError, match='^replay_fraction 1 leaves no fresh sequence'):
+        contract.DataPlan(**plan)
+    assert contract.DataPlan(**plan, samples_per_insert=2.0).num_fresh == 0  # SAC's pace
+    with pytest.raises(ValueError, match='^replay_fraction must be below 1'):
+        CLEARConfig(replay_fraction=1.0)
 
 
 BAD_FRACTIONS = [-0.1, -1e-9, 1.0 + 1e-9, 1.5, 2, math.nan, math.inf, -math.inf]
