@@ -16,7 +16,7 @@ class CLEAR(contract.Agent):
 
     name = 'clear'
     config_class = CLEARConfig
-    # With `replay_fraction` 0.875: docs/benchmarks.md#more-updates-per-env-step.
+    # With `replay_fraction` 0.9375: docs/benchmarks.md#more-updates-per-env-step.
     run_defaults = {'num_envs': 16}
 
     def data_plan(self, config: CLEARConfig) -> contract.DataPlan:
