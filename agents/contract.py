@@ -110,10 +110,6 @@ class DataPlan:
             (not isinstance(self.mixing, ReplaySchedule) or self.replay_fraction == 0.0,
              'a ReplaySchedule alternates whole batches: its on-policy batch has '
              'replay_fraction 0'),
-            (self.replay_fraction < 1.0 or self.samples_per_insert is not None,
-             'replay_fraction 1 leaves no fresh sequence to pace the learner: the actors '
-             'would run free while it replays; give samples_per_insert or a fraction '
-             'below 1'),
         ]
         for ok, message in checks:
             if not ok:

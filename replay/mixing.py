@@ -4,7 +4,8 @@ TensorFlow: the wiring (`launch/learning/data.py`) gives a strategy the means to
 returns the stream of batches, so a new strategy needs nothing of the wiring.
 
 - `MixedBatches` (CLEAR, SAC): every batch takes `round(replay_fraction x batch)`
-  sequences from `replay` and the rest from `queue` (`replay.dataset.mixed_dataset`).
+  sequences from `replay` (one fewer where that is all of them below 1:
+  `replay.batches.split_batch`) and the rest from `queue` (`replay.dataset.mixed_dataset`).
 - `ReplaySchedule` (ACER): whole batches alternate between the tables: one on-policy
   batch, then `ratio` replayed ones once `replay` holds `start_size` sequences.
 

@@ -156,7 +156,7 @@ def make_setup(options: RunOptions, config: Any, envs: gym.vector.VectorEnv) -> 
             demos_lib.load_demos(path, obs_space, envs.single_action_space)
         except demos_lib.DemoError as e:
             raise environments.EnvironmentSetupError(str(e)) from None
-    plan = sized_for_run(agent.data_plan(config), options)
+    plan = sized_for_run(paced(agent.data_plan(config)), options)
     step_spec = trajectory.step_spec(observation_spec(obs_space), action_space.action_specs(),
                                      action_space.param_specs(), factory.reward_size(envs))
     layout = ItemLayout(step_spec, state_spec(core), plan.sequence_length, plan.sequence_period,
@@ -232,6 +232,20 @@ def pretrain(learner: contract.Learner) -> bool:
     if loss is not None:
         console.status(f'pre-trained the policy on demonstrations (last loss {loss:.3f})')
     return loss is not None
+
+
+def paced(plan: contract.DataPlan) -> contract.DataPlan:
+    """`plan`, if something paces its actors to its learner; else a ValueError (one line).
+
+    Fresh sequences do (each is read once, and the actors wait on a full `queue`), or
+    Reverb's `samples_per_insert` does. A mixed plan that replays every row has neither,
+    so its actors would run through the budget while the learner took a step or two. A
+    test that drives a learner by hand may drop the pace (`tests/conftest.py`); a run may not.
+    """
+    if plan.mixing is None and plan.replay_fraction == 1.0 and plan.samples_per_insert is None:
+        raise ValueError('the data plan replays every row of a batch (replay_fraction 1) with no '
+                         'samples_per_insert: nothing would pace the actors to the learner')
+    return plan
 
 
 def sized_for_run(plan: contract.DataPlan, options: RunOptions) -> contract.DataPlan:

@@ -43,14 +43,8 @@ def test_a_fraction_below_one_keeps_a_fresh_row(batch_size, replay_fraction, exp
     assert split_batch(batch_size, replay_fraction) == expected
 
 
-def test_a_plan_that_replays_every_row_needs_a_pace_of_its_own():
-    from reverb_agents.agents import contract
+def test_clear_refuses_a_fraction_of_one():
     from reverb_agents.agents.clear.config import CLEARConfig
-    plan = dict(sequence_length=3, sequence_period=2, learned_steps=2, batch_sequences=4,
-                replay_fraction=1.0, replay_size=8, queue_size=8, min_replay_size=1)
-    with pytest.raises(ValueError, match='^replay_fraction 1 leaves no fresh sequence'):
-        contract.DataPlan(**plan)
-    assert contract.DataPlan(**plan, samples_per_insert=2.0).num_fresh == 0  # SAC's pace
     with pytest.raises(ValueError, match='^replay_fraction must be below 1'):
         CLEARConfig(replay_fraction=1.0)
 

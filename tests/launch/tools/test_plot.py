@@ -67,14 +67,14 @@ def test_learning_curves_of_two_seeds_from_real_runs(tmp_path):
         assert len(rows) >= 3 and rows[-1]['env_steps'] >= 2000
         logdirs.append(logdir)
     curves = [plot.load_curve(d) for d in logdirs]
-    assert {c['group'] for c in curves} == {'CLEAR (replay_fraction=0.875)'}
+    label = f'CLEAR (replay_fraction={CLEARConfig().replay_fraction})'  # the agent's default
+    assert {c['group'] for c in curves} == {label}
     assert {plot.load_curve(d, 'seed')['group'] for d in logdirs} == {
-        'CLEAR (replay_fraction=0.875), seed=0', 'CLEAR (replay_fraction=0.875), seed=1'}
+        f'{label}, seed=0', f'{label}, seed=1'}
     with pytest.raises(plot.PlotError, match='--group_by=nope'):
         plot.load_curve(logdirs[0], 'nope')
     # An environment option the run left at its default is grouped by that default.
-    assert plot.load_curve(logdirs[0], 'env_kwargs')['group'] == \
-        'CLEAR (replay_fraction=0.875), env_kwargs={}'
+    assert plot.load_curve(logdirs[0], 'env_kwargs')['group'] == f'{label}, env_kwargs={{}}'
     output = tmp_path / 'curve.png'
     assert plot.plot_curves(logdirs, str(output)) == str(output)
     assert output.read_bytes()[:8] == b'\x89PNG\r\n\x1a\n' and output.stat().st_size > 10_000

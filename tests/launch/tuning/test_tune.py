@@ -182,17 +182,17 @@ def test_bad_input_is_one_line_before_any_trial(case, tmp_path, run_script):
     before = db.read_bytes()
     uniform_int = _write(tmp_path / 'kind.json', '{"batch_size": {"uniform": [8.0, 64.0]}}')
     not_json = _write(tmp_path / 'bad.json', '{not json')
-    wider = _write(tmp_path / 'wider.json', '{"replay_fraction": {"uniform": [0.0, 0.9375]}}')
+    wider = _write(tmp_path / 'wider.json', '{"replay_fraction": {"uniform": [0.0, 0.99]}}')
     args, expected = {
         'search': (['--search=learning_rate,no_such_field'],
                    'no_such_field is not a field of clear'),
         'space_kind': ([f'--space={uniform_int}'],
                        'batch_size: uniform 8..64 cannot hold its default 32'),
         'space_file': ([f'--space={not_json}'], 'not readable as JSON'),
-        # A range checked against the command's config: 30 of 32 sequences replayed
-        # from a replay of 29 (the default's 28 fit).
-        'with_fixed': ([f'--space={wider}', '--replay_size=29'],
-                       'replay_fraction: uniform 0..0.9375 reaches 0.9375, which clear refuses'),
+        # A range checked against the command's config: 31 of 32 sequences replayed
+        # from a replay of 30 (the default's 30 fit).
+        'with_fixed': ([f'--space={wider}', '--replay_size=30'],
+                       'replay_fraction: uniform 0..0.99 reaches 0.99, which clear refuses'),
         'trials': (['--trials=0'], '--trials must be >= 1'),
         'storage': (['--storage=sqlite:////no/such/dir/study.db'], 'cannot open it'),
         # A database URL whose driver is not installed (mysqlclient is in no extra).
