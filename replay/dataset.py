@@ -1,9 +1,10 @@
 """Mixed on-policy / replayed batches for the learner, time-major.
 
 `round(replay_fraction * batch_size)` sequences come from `replay`, the rest
-from `queue` (`replay.batches.split_batch`, which keeps one fresh below 1); each table is batched separately
-and the two are concatenated on the batch axis, with a mask of the replayed
-rows (CLEAR's cloning losses apply to those rows only).
+from `queue` (`replay.batches.split_batch`, which keeps one fresh below 1);
+each table is batched separately and the two are concatenated on the batch
+axis, with a mask of the replayed rows (CLEAR's cloning losses apply to those
+rows only).
 """
 
 from typing import Callable, NamedTuple, Optional, Tuple

@@ -34,6 +34,7 @@ from reverb_agents.replay import demos as demos_lib
 from reverb_agents.replay import tables as tables_lib
 from reverb_agents.replay import trajectory
 from reverb_agents.replay.layout import ItemLayout
+from reverb_agents.replay.mixing import MixedBatches
 from reverb_agents.replay.variables import VariableFetcher
 
 
@@ -242,7 +243,9 @@ def paced(plan: contract.DataPlan) -> contract.DataPlan:
     so its actors would run through the budget while the learner took a step or two. A
     test that drives a learner by hand may drop the pace (`tests/conftest.py`); a run may not.
     """
-    if plan.mixing is None and plan.replay_fraction == 1.0 and plan.samples_per_insert is None:
+    mixing = plan.batch_mixing  # `mixing`, or mixed batches of `replay_fraction`
+    if (isinstance(mixing, MixedBatches) and mixing.replay_fraction == 1.0
+            and plan.samples_per_insert is None):
         raise ValueError('the data plan replays every row of a batch (replay_fraction 1) with no '
                          'samples_per_insert: nothing would pace the actors to the learner')
     return plan

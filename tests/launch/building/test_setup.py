@@ -9,7 +9,7 @@ from reverb_agents.agents.clear.config import CLEARConfig
 from reverb_agents.launch.building import setup as setup_lib
 from reverb_agents.launch.runners import inprocess
 from reverb_agents.launch.runs.options import RunOptions
-from reverb_agents.replay.mixing import ReplaySchedule
+from reverb_agents.replay.mixing import MixedBatches, ReplaySchedule
 
 PLAN = contract.DataPlan(sequence_length=3, sequence_period=2, learned_steps=2,
                          batch_sequences=4, replay_fraction=0.5, replay_size=8, queue_size=8,
@@ -19,10 +19,12 @@ PLAN = contract.DataPlan(sequence_length=3, sequence_period=2, learned_steps=2,
 def test_a_plan_that_replays_every_row_needs_a_pace_of_its_own():
     """Fresh rows pace mixed batches; a plan with none needs Reverb's ratio (SAC's)."""
     unpaced = dataclasses.replace(PLAN, replay_fraction=1.0)
-    with pytest.raises(ValueError, match='replays every row of a batch'):
-        setup_lib.paced(unpaced)
+    for plan in (unpaced, dataclasses.replace(PLAN, mixing=MixedBatches(1.0))):
+        with pytest.raises(ValueError, match='replays every row of a batch'):
+            setup_lib.paced(plan)
+    schedule = ReplaySchedule(2, poisson=False, start_size=1)
     for plan in (PLAN, dataclasses.replace(unpaced, samples_per_insert=2.0),
-                 dataclasses.replace(PLAN, replay_fraction=0.0, mixing=ReplaySchedule(2, poisson=False, start_size=1))):
+                 dataclasses.replace(PLAN, replay_fraction=0.0, mixing=schedule)):
         assert setup_lib.paced(plan) is plan
 
 
